@@ -1,0 +1,249 @@
+"""Settings for agentsite, read from the environment.
+
+Every knob has an embedded default that works on a laptop (SQLite, django-q2's ORM
+broker, the in-memory channel layer); production overrides them with environment
+variables (see README "Configuration").
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from django.core.exceptions import ImproperlyConfigured
+
+# litellm fetches its price map from the internet at import unless told otherwise.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env_str(name: str, default: str = "") -> str:
+    return os.environ.get(name, default).strip()
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    value = raw.strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off"}:
+        return False
+    raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean (use true/false)")
+
+
+def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not an integer") from exc
+    if minimum is not None and value < minimum:
+        raise ImproperlyConfigured(f"{name}={value} must be >= {minimum}")
+    return value
+
+
+def env_float(name: str, default: float, *, minimum: float | None = None) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a number") from exc
+    if minimum is not None and value < minimum:
+        raise ImproperlyConfigured(f"{name}={value} must be >= {minimum}")
+    return value
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    return [part.strip() for part in raw.split(",") if part.strip()]
+
+
+DEBUG = env_bool("DJANGO_DEBUG", False)
+SECRET_KEY = env_str("DJANGO_SECRET_KEY")
+if not SECRET_KEY:
+    if not DEBUG and env_bool("DJANGO_REQUIRE_SECRET_KEY", False):
+        raise ImproperlyConfigured("DJANGO_SECRET_KEY must be set in production")
+    # A per-checkout development key; production sets DJANGO_SECRET_KEY.
+    SECRET_KEY = "agentsite-insecure-development-key-change-me"
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "channels",
+    "django_q",
+    "traces",
+    "memory",
+    "tools",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "agentsite.urls"
+ASGI_APPLICATION = "agentsite.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+
+def _database() -> dict:
+    url = env_str("DATABASE_URL")
+    if url:
+        import dj_database_url
+
+        db = dj_database_url.parse(url, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60))
+        db["CONN_HEALTH_CHECKS"] = True
+        return db
+    return {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": env_str("SQLITE_PATH") or str(BASE_DIR / "db.sqlite3"),
+        "OPTIONS": {
+            # WAL lets the ASGI server read while a worker writes; IMMEDIATE
+            # transactions take the write lock up front instead of failing late.
+            "init_command": (
+                "PRAGMA journal_mode=WAL;PRAGMA synchronous=NORMAL;PRAGMA busy_timeout=20000;"
+            ),
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 20,
+        },
+    }
+
+
+DATABASES = {"default": _database()}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / "staticfiles"
+LOGIN_URL = "/admin/login/"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {
+        "LiteLLM": {"level": "WARNING"},
+        "httpx": {"level": "WARNING"},
+    },
+}
+
+# --- The agent runtime -------------------------------------------------------
+
+AGENT_MODEL = env_str("AGENT_MODEL")
+AGENT_API_BASE = env_str("AGENT_API_BASE")
+AGENT_API_KEY = env_str("AGENT_API_KEY")
+AGENT_UTILITY_MODEL = env_str("AGENT_UTILITY_MODEL") or AGENT_MODEL
+AGENT_UTILITY_API_BASE = env_str("AGENT_UTILITY_API_BASE") or AGENT_API_BASE
+AGENT_UTILITY_API_KEY = env_str("AGENT_UTILITY_API_KEY") or AGENT_API_KEY
+# JSON object {"model": {"input_cost_per_token": ..., "output_cost_per_token": ...}}
+# registered with litellm so local or private models get a cost.
+AGENT_MODEL_PRICES = env_str("AGENT_MODEL_PRICES")
+AGENT_LLM_RETRIES = env_int("AGENT_LLM_RETRIES", 2, minimum=0)
+AGENT_LLM_TIMEOUT = env_float("AGENT_LLM_TIMEOUT", 120.0, minimum=1.0)
+AGENT_STREAM = env_bool("AGENT_STREAM", True)
+AGENT_MAX_ITERATIONS = env_int("AGENT_MAX_ITERATIONS", 200, minimum=1)
+AGENT_CONTEXT_EVERY = env_int("AGENT_CONTEXT_EVERY", 10, minimum=1)
+AGENT_WORKSPACE_ROOT = Path(env_str("AGENT_WORKSPACE_ROOT") or str(BASE_DIR / "workspaces"))
+AGENT_TOOL_TIMEOUT = env_float("AGENT_TOOL_TIMEOUT", 60.0, minimum=0.1)
+AGENT_BASH_TIMEOUT = env_float("AGENT_BASH_TIMEOUT", 30.0, minimum=0.1)
+AGENT_TOOL_OUTPUT_LIMIT = env_int("AGENT_TOOL_OUTPUT_LIMIT", 50_000, minimum=1000)
+AGENT_LEASE_SECONDS = env_int("AGENT_LEASE_SECONDS", 30, minimum=2)
+AGENT_STOP_POLL_SECONDS = env_float("AGENT_STOP_POLL_SECONDS", 0.25, minimum=0.01)
+
+# --- Service: API, channels, workers ----------------------------------------
+
+REDIS_URL = env_str("REDIS_URL")
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 50,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "agentsite API",
+    "DESCRIPTION": "Start, steer, rewind and watch agent traces.",
+    "VERSION": "0.1.0",
+}
+
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL]},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+Q_CLUSTER = {
+    "name": "agentsite",
+    "workers": env_int("AGENT_WORKERS", 4, minimum=1),
+    # A run may take long; its own lease and heartbeat (W5) guard it, so the
+    # broker's timeout only bounds a wedged task. timeout must stay below retry.
+    "timeout": env_int("AGENT_TASK_TIMEOUT", 3600, minimum=10),
+    "retry": env_int("AGENT_TASK_RETRY", 3700, minimum=20),
+    "max_attempts": 3,
+    "catch_up": False,
+    "ack_failures": True,
+    "save_limit": 1000,
+    "label": "Django Q2",
+}
+if REDIS_URL:
+    Q_CLUSTER["redis"] = REDIS_URL
+else:
+    Q_CLUSTER["orm"] = "default"
+if Q_CLUSTER["timeout"] >= Q_CLUSTER["retry"]:
+    raise ImproperlyConfigured("AGENT_TASK_TIMEOUT must be below AGENT_TASK_RETRY")

@@ -1,0 +1,1 @@
+"""Fixtures for the scripted model server (filled in by tests/scripted_llm.py)."""

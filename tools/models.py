@@ -1,0 +1,50 @@
+"""What a tool receives (ToolContext) and what it returns (ToolResult)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from traces.goal_tree import GoalTree
+    from traces.models import Trace
+
+
+class ToolError(Exception):
+    """A failure the model caused (bad path, bad argument): reported back to it."""
+
+
+@dataclass
+class ToolResult:
+    title: str
+    output: str = ""
+    # A short stand-in for `output` once it has been seen (C3).
+    long_term_memory: str | None = None
+    include_output_only_once: bool = False
+    metadata: dict[str, Any] = field(default_factory=dict)
+    is_error: bool = False
+
+    def to_content(self) -> str:
+        """The text the model reads as this tool's result."""
+        if not self.output:
+            return self.title
+        return f"{self.title}\n\n{self.output}" if self.title else self.output
+
+
+@dataclass
+class ToolContext:
+    """Injected into tools that declare a `ctx: ToolContext` parameter."""
+
+    trace: Trace
+    workspace: Path
+    goal_tree: GoalTree | None = None
+    goal_id: str | None = None
+    uid: str | None = None
+    runner: Any = None
+    tool_call_id: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def trace_id(self) -> str:
+        return self.trace.trace_id

@@ -1,0 +1,333 @@
+"""GoalTree: the agent's hierarchical plan, held in memory during a run.
+
+Goals are rows of `Goal`; the tree loads them in one query, changes them in
+memory and writes back only what changed (`flush`). The model sees display ids
+("1", "1.2") derived from tree position; storage uses stable internal ids that
+are never reused within a trace, so messages of abandoned branches keep pointing
+at the goal they belonged to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from typing import Any
+
+from django.utils import timezone
+
+from traces.models import Goal, GoalStatus, Trace
+
+EMPTY_STATS: dict[str, Any] = {
+    "message_count": 0,
+    "prompt_tokens": 0,
+    "completion_tokens": 0,
+    "total_tokens": 0,
+    "total_cost": 0.0,
+    "duration_ms": 0,
+}
+CLOSED = (GoalStatus.COMPLETED, GoalStatus.ABANDONED)
+STATUS_MARK = {
+    GoalStatus.PENDING: "pending",
+    GoalStatus.IN_PROGRESS: "in_progress",
+    GoalStatus.COMPLETED: "completed",
+    GoalStatus.ABANDONED: "abandoned",
+}
+
+Emit = Callable[[str, dict[str, Any]], None]
+
+
+class GoalError(ValueError):
+    """A goal operation the model asked for that cannot be done."""
+
+
+def _stats(raw: dict[str, Any] | None) -> dict[str, Any]:
+    return {**EMPTY_STATS, **(raw or {})}
+
+
+class GoalTree:
+    def __init__(self, trace: Trace, goals: list[Goal], emit: Emit | None = None) -> None:
+        self.trace = trace
+        self.goals: dict[str, Goal] = {g.goal_id: g for g in goals}
+        self.emit: Emit = emit or (lambda _type, _payload: None)
+        self._dirty: set[str] = set()
+
+    @classmethod
+    def load(cls, trace: Trace, emit: Emit | None = None) -> GoalTree:
+        return cls(trace, list(Goal.objects.filter(trace=trace).order_by("position")), emit)
+
+    # --- reading -------------------------------------------------------------
+
+    @property
+    def current_id(self) -> str | None:
+        return self.trace.current_goal_id
+
+    @property
+    def current(self) -> Goal | None:
+        return self.goals.get(self.trace.current_goal_id or "")
+
+    def __bool__(self) -> bool:
+        return bool(self.goals)
+
+    def children(self, parent_id: str | None) -> list[Goal]:
+        return sorted(
+            (g for g in self.goals.values() if g.parent_id == parent_id),
+            key=lambda g: g.position,
+        )
+
+    def walk(self, parent_id: str | None = None, prefix: str = "") -> Iterator[tuple[str, Goal]]:
+        """Goals in document order with their display ids."""
+        for index, goal in enumerate(self.children(parent_id), start=1):
+            display = f"{prefix}{index}"
+            yield display, goal
+            yield from self.walk(goal.goal_id, f"{display}.")
+
+    def display_ids(self) -> dict[str, str]:
+        return {goal.goal_id: display for display, goal in self.walk()}
+
+    def resolve(self, ref: str | None) -> Goal:
+        """A goal by its display id ("1.2"); empty means the current goal."""
+        if not ref:
+            if self.current is None:
+                raise GoalError("there is no current goal; name one by its id, e.g. '1'")
+            return self.current
+        ref = str(ref).strip().rstrip(".")
+        for display, goal in self.walk():
+            if display == ref:
+                return goal
+        raise GoalError(f"no goal {ref!r}; existing goals: {', '.join(self.display_ids().values()) or 'none'}")
+
+    def ancestors(self, goal: Goal) -> Iterator[Goal]:
+        parent = self.goals.get(goal.parent_id or "")
+        while parent is not None:
+            yield parent
+            parent = self.goals.get(parent.parent_id or "")
+
+    # --- changing ------------------------------------------------------------
+
+    def _next_internal_id(self) -> str:
+        counter = int(self.trace.context.get("goal_counter", 0)) + 1
+        existing = [int(g) for g in self.goals if g.isdigit()]
+        counter = max([counter, *(n + 1 for n in existing)])
+        self.trace.context["goal_counter"] = counter
+        return str(counter)
+
+    def add(
+        self,
+        description: str,
+        *,
+        reason: str = "",
+        parent: Goal | None = None,
+        after: Goal | None = None,
+        goal_type: str = "normal",
+    ) -> Goal:
+        description = description.strip()
+        if not description:
+            raise GoalError("a goal needs a description")
+        parent_id = after.parent_id if after is not None else (parent.goal_id if parent else None)
+        siblings = self.children(parent_id)
+        if after is not None:
+            later = [s.position for s in siblings if s.position > after.position]
+            position = (after.position + later[0]) / 2 if later else after.position + 1.0
+        else:
+            position = (siblings[-1].position + 1.0) if siblings else 1.0
+        goal = Goal.objects.create(
+            trace=self.trace,
+            goal_id=self._next_internal_id(),
+            description=description,
+            reason=reason,
+            parent_id=parent_id,
+            position=position,
+            type=goal_type,
+            self_stats=dict(EMPTY_STATS),
+            cumulative_stats=dict(EMPTY_STATS),
+            created_at=timezone.now(),
+        )
+        self.goals[goal.goal_id] = goal
+        self.emit("goal_added", {"goal": self.goal_dict(goal)})
+        return goal
+
+    def focus(self, goal: Goal) -> Goal:
+        if goal.status in CLOSED:
+            raise GoalError(f"goal {self.display_ids()[goal.goal_id]} is already {goal.status}")
+        self.trace.current_goal_id = goal.goal_id
+        if goal.status == GoalStatus.PENDING:
+            self._set_status(goal, GoalStatus.IN_PROGRESS)
+        return goal
+
+    def complete(self, goal: Goal, summary: str) -> Goal | None:
+        """Mark `goal` done; focus moves to the next open goal. Returns it."""
+        return self._close(goal, GoalStatus.COMPLETED, summary)
+
+    def abandon(self, goal: Goal, reason: str) -> Goal | None:
+        return self._close(goal, GoalStatus.ABANDONED, reason)
+
+    def _close(self, goal: Goal, status: str, summary: str) -> Goal | None:
+        if goal.status in CLOSED:
+            raise GoalError(f"goal {self.display_ids()[goal.goal_id]} is already {goal.status}")
+        goal.summary = summary
+        self._set_status(goal, status)
+        if self.trace.current_goal_id != goal.goal_id:
+            return self.current
+        self.trace.current_goal_id = None
+        following = self._next_open_after(goal)
+        if following is not None:
+            self.focus(following)
+        return following
+
+    def _next_open_after(self, goal: Goal) -> Goal | None:
+        order = [g for _, g in self.walk()]
+        start = order.index(goal)
+        for candidate in order[start + 1 :] + order[:start]:
+            if candidate.status not in CLOSED and goal not in list(self.ancestors(candidate)):
+                return candidate
+        return None
+
+    def _set_status(self, goal: Goal, status: str) -> None:
+        goal.status = status
+        self._dirty.add(goal.goal_id)
+        self.emit(
+            "goal_updated",
+            {"goal_id": goal.goal_id, "status": status, "summary": goal.summary},
+        )
+
+    def ensure_root(self, description: str) -> Goal:
+        """R9: a plan-less run gets one root goal, focused."""
+        goal = self.add(description[:500] or "Complete the task", reason="auto root goal")
+        self.focus(goal)
+        return goal
+
+    def record_stats(
+        self,
+        goal_id: str | None,
+        *,
+        prompt_tokens: int = 0,
+        completion_tokens: int = 0,
+        cost: float | None = None,
+        duration_ms: int = 0,
+    ) -> None:
+        """Add one message's figures to its goal (self) and the goal's ancestors (cumulative)."""
+        goal = self.goals.get(goal_id or "")
+        if goal is None:
+            return
+        delta = {
+            "message_count": 1,
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+            "total_cost": cost or 0.0,
+            "duration_ms": duration_ms,
+        }
+        goal.self_stats = _add(goal.self_stats, delta)
+        for node in [goal, *self.ancestors(goal)]:
+            node.cumulative_stats = _add(node.cumulative_stats, delta)
+            self._dirty.add(node.goal_id)
+
+    def add_cumulative(self, goal_id: str, delta: dict[str, Any]) -> None:
+        """Fold a sub-trace's totals into a goal and its ancestors (cumulative only)."""
+        goal = self.goals.get(goal_id)
+        if goal is None:
+            return
+        for node in [goal, *self.ancestors(goal)]:
+            node.cumulative_stats = _add(node.cumulative_stats, delta)
+            self._dirty.add(node.goal_id)
+
+    def mark_dirty(self, goal: Goal) -> None:
+        self._dirty.add(goal.goal_id)
+
+    def flush(self) -> None:
+        """Write the goals changed since the last flush (one UPDATE per goal)."""
+        if not self._dirty:
+            return
+        changed = [self.goals[g] for g in self._dirty if g in self.goals]
+        Goal.objects.bulk_update(
+            changed,
+            [
+                "status",
+                "summary",
+                "self_stats",
+                "cumulative_stats",
+                "sub_trace_ids",
+                "sub_trace_metadata",
+                "agent_call_mode",
+                "type",
+            ],
+        )
+        self._dirty.clear()
+
+    # --- rewind --------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "current_id": self.current_id,
+            "goals": [self.goal_dict(g) for _, g in self.walk()],
+        }
+
+    def rebuild_at(self, cutoff: datetime) -> list[str]:
+        """R4: keep goals created at or before `cutoff`, drop later ones.
+
+        Kept in_progress goals go back to pending and the focus is cleared.
+        Returns the dropped internal ids.
+        """
+        dropped = [gid for gid, g in self.goals.items() if g.created_at > cutoff]
+        if dropped:
+            Goal.objects.filter(trace=self.trace, goal_id__in=dropped).delete()
+            for gid in dropped:
+                self.goals.pop(gid)
+        for goal in self.goals.values():
+            if goal.status == GoalStatus.IN_PROGRESS:
+                goal.status = GoalStatus.PENDING
+                self._dirty.add(goal.goal_id)
+        self.trace.current_goal_id = None
+        self.flush()
+        return dropped
+
+    # --- views ---------------------------------------------------------------
+
+    def goal_dict(self, goal: Goal) -> dict[str, Any]:
+        return {
+            "id": goal.goal_id,
+            "display_id": self.display_ids().get(goal.goal_id),
+            "description": goal.description,
+            "reason": goal.reason,
+            "parent_id": goal.parent_id,
+            "type": goal.type,
+            "status": goal.status,
+            "summary": goal.summary,
+            "sub_trace_ids": goal.sub_trace_ids,
+            "agent_call_mode": goal.agent_call_mode,
+            "self_stats": _stats(goal.self_stats),
+            "cumulative_stats": _stats(goal.cumulative_stats),
+            "created_at": goal.created_at.isoformat(),
+        }
+
+    def to_prompt(self, include_summary: bool = False) -> str:
+        """The plan as the model reads it.
+
+        The compact view (default) shows every goal with its status and the
+        current focus; `include_summary=True` adds the summaries of closed goals
+        (used when compacting context).
+        """
+        lines = []
+        if self.trace.task:
+            lines.append(f"Mission: {self.trace.task.strip().splitlines()[0][:300]}")
+        for display, goal in self.walk():
+            depth = display.count(".")
+            marker = "  <- current" if goal.goal_id == self.current_id else ""
+            lines.append(
+                f"{'  ' * depth}{display}. [{STATUS_MARK[goal.status]}] {goal.description}{marker}"
+            )
+            if include_summary and goal.summary and goal.status in CLOSED:
+                lines.append(f"{'  ' * (depth + 1)}summary: {goal.summary}")
+        if not self.goals:
+            lines.append("(no goals yet)")
+        elif self.current is None:
+            lines.append("No goal is in focus: use goal(action='focus', target=...) or add one.")
+        return "\n".join(lines)
+
+
+def _add(stats: dict[str, Any] | None, delta: dict[str, Any]) -> dict[str, Any]:
+    merged = _stats(stats)
+    for key, value in delta.items():
+        merged[key] = merged.get(key, 0) + (value or 0)
+    merged["total_cost"] = round(float(merged["total_cost"]), 10)
+    return merged

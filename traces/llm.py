@@ -1,0 +1,273 @@
+"""The one wrapper around litellm (L1-L4). Everything that calls a model goes here.
+
+The model string chooses the provider (`openai/…`, `anthropic/…`, `deepseek/…`,
+`ollama/…`, any OpenAI-compatible `api_base`). Messages stay in the internal
+OpenAI format; litellm translates them for other providers. Tests point
+`api_base` at a scripted server; they never patch this module or litellm.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+
+logger = logging.getLogger(__name__)
+
+
+class ModelNotConfigured(RuntimeError):
+    """No model was named: neither AGENT_MODEL nor a per-run model."""
+
+
+class LLMError(RuntimeError):
+    """The provider failed after retries (bad key, unreachable, malformed reply)."""
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    model: str
+    api_base: str | None = None
+    api_key: str | None = None
+
+
+def agent_model(model: str | None = None) -> ModelSettings:
+    """The main model: `model` if given, else AGENT_MODEL; fails fast when neither."""
+    name = (model or settings.AGENT_MODEL or "").strip()
+    if not name:
+        raise ModelNotConfigured(
+            "No model configured: set AGENT_MODEL (e.g. openai/gpt-4o-mini or "
+            "deepseek/deepseek-chat) or pass a model for this run."
+        )
+    return ModelSettings(name, settings.AGENT_API_BASE or None, settings.AGENT_API_KEY or None)
+
+
+def utility_model() -> ModelSettings:
+    """The cheap model for names, tags and summaries (L4); AGENT_MODEL by default."""
+    name = settings.AGENT_UTILITY_MODEL or settings.AGENT_MODEL
+    if not name:
+        raise ModelNotConfigured("No utility model configured: set AGENT_UTILITY_MODEL or AGENT_MODEL.")
+    return ModelSettings(
+        name, settings.AGENT_UTILITY_API_BASE or None, settings.AGENT_UTILITY_API_KEY or None
+    )
+
+
+@dataclass
+class LLMResponse:
+    content: str | None
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    finish_reason: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float | None = None
+    duration_ms: int = 0
+    model: str | None = None
+    streamed: bool = False
+
+    def message_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.tool_calls:
+            data["tool_calls"] = self.tool_calls
+        return data
+
+
+def register_model_prices() -> None:
+    """Register AGENT_MODEL_PRICES with litellm so unknown models get a cost."""
+    raw = getattr(settings, "AGENT_MODEL_PRICES", "")
+    if not raw:
+        return
+    import litellm
+
+    try:
+        prices = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured(f"AGENT_MODEL_PRICES is not JSON: {exc}") from exc
+    litellm.register_model(prices)
+
+
+# --- L2: tool_call_id normalisation -------------------------------------------
+
+_ANTHROPIC_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+def _provider(model: str) -> str:
+    import litellm
+
+    try:
+        return litellm.get_llm_provider(model)[1]
+    except Exception:
+        return model.split("/", 1)[0] if "/" in model else "openai"
+
+
+def _id_ok(tool_call_id: str, provider: str) -> bool:
+    if provider in {"anthropic", "bedrock", "vertex_ai"}:
+        return bool(_ANTHROPIC_ID.match(tool_call_id))
+    if provider in {"gemini"}:
+        return True  # Gemini pairs calls and results by function name
+    return 0 < len(tool_call_id) <= 40
+
+
+def _rewrite_id(tool_call_id: str) -> str:
+    return "call_" + hashlib.sha1(tool_call_id.encode()).hexdigest()[:24]
+
+
+def normalize_tool_call_ids(messages: list[dict[str, Any]], model: str) -> list[dict[str, Any]]:
+    """Rewrite tool_call ids the target provider would reject, keeping pairs matched.
+
+    Returns `messages` itself when every id already fits (the common case costs
+    one pass and no copy). Stored history is never changed.
+    """
+    provider = _provider(model)
+    bad: set[str] = set()
+    for message in messages:
+        for call in message.get("tool_calls") or ():
+            if not _id_ok(str(call.get("id", "")), provider):
+                bad.add(str(call.get("id", "")))
+        if message.get("role") == "tool" and not _id_ok(str(message.get("tool_call_id", "")), provider):
+            bad.add(str(message.get("tool_call_id", "")))
+    if not bad:
+        return messages
+    out = []
+    for message in messages:
+        if message.get("tool_calls"):
+            message = {
+                **message,
+                "tool_calls": [
+                    {**c, "id": _rewrite_id(str(c.get("id", "")))} if str(c.get("id", "")) in bad else c
+                    for c in message["tool_calls"]
+                ],
+            }
+        elif message.get("role") == "tool" and str(message.get("tool_call_id", "")) in bad:
+            message = {**message, "tool_call_id": _rewrite_id(str(message["tool_call_id"]))}
+        out.append(message)
+    return out
+
+
+# --- the call -----------------------------------------------------------------
+
+
+def _cost(response: Any) -> float | None:
+    import litellm
+
+    try:
+        value = litellm.completion_cost(completion_response=response)
+    except Exception:
+        return None  # no price known for this model (local endpoints): unknown, not zero
+    return float(value) if value else None
+
+
+def _tool_calls(message: Any) -> list[dict[str, Any]]:
+    calls = []
+    for index, call in enumerate(getattr(message, "tool_calls", None) or []):
+        function = call.function if hasattr(call, "function") else call["function"]
+        name = getattr(function, "name", None) if not isinstance(function, dict) else function.get("name")
+        arguments = (
+            getattr(function, "arguments", None) if not isinstance(function, dict) else function.get("arguments")
+        )
+        call_id = getattr(call, "id", None) if not isinstance(call, dict) else call.get("id")
+        calls.append(
+            {
+                "id": call_id or f"call_{index}",
+                "type": "function",
+                "function": {"name": name or "", "arguments": arguments or "{}"},
+            }
+        )
+    return calls
+
+
+def _usage(response: Any) -> tuple[int, int]:
+    usage = getattr(response, "usage", None)
+    if usage is None:
+        return 0, 0
+    return int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0)
+
+
+class LLMClient:
+    """Calls a model through litellm and returns an `LLMResponse`.
+
+    `on_token(text)` receives streamed content deltas as they arrive.
+    """
+
+    def __init__(self, *, retries: int | None = None, timeout: float | None = None) -> None:
+        self.retries = settings.AGENT_LLM_RETRIES if retries is None else retries
+        self.timeout = settings.AGENT_LLM_TIMEOUT if timeout is None else timeout
+
+    def __call__(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        model: ModelSettings,
+        tools: list[dict[str, Any]] | None = None,
+        params: dict[str, Any] | None = None,
+        stream: bool = False,
+        on_token: Callable[[str], None] | None = None,
+    ) -> LLMResponse:
+        import litellm
+
+        kwargs: dict[str, Any] = {
+            "model": model.model,
+            "messages": normalize_tool_call_ids(messages, model.model),
+            "timeout": self.timeout,
+            "num_retries": self.retries,
+            **(params or {}),
+        }
+        if tools:
+            kwargs["tools"] = tools
+        if model.api_base:
+            kwargs["api_base"] = model.api_base
+        if model.api_key:
+            kwargs["api_key"] = model.api_key
+        started = time.perf_counter()
+        try:
+            if stream:
+                response, streamed = self._stream(litellm, kwargs, on_token), True
+            else:
+                response, streamed = litellm.completion(**kwargs), False
+        except Exception as exc:
+            raise LLMError(f"{model.model}: {_describe(exc)}") from exc
+        duration_ms = int((time.perf_counter() - started) * 1000)
+        choice = response.choices[0]
+        prompt_tokens, completion_tokens = _usage(response)
+        return LLMResponse(
+            content=choice.message.content,
+            tool_calls=_tool_calls(choice.message),
+            finish_reason=choice.finish_reason,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            cost=_cost(response),
+            duration_ms=duration_ms,
+            model=getattr(response, "model", None) or model.model,
+            streamed=streamed,
+        )
+
+    def _stream(self, litellm: Any, kwargs: dict[str, Any], on_token: Callable[[str], None] | None) -> Any:
+        chunks = []
+        try:
+            for chunk in litellm.completion(
+                **kwargs, stream=True, stream_options={"include_usage": True}
+            ):
+                chunks.append(chunk)
+                delta = chunk.choices[0].delta if chunk.choices else None
+                text = getattr(delta, "content", None) if delta is not None else None
+                if text and on_token is not None:
+                    on_token(text)
+        except Exception as exc:
+            if chunks:
+                raise
+            # G3: a stream that fails before its first chunk falls back to a plain call.
+            logger.warning("streaming failed (%s); falling back to a plain call", _describe(exc))
+            return litellm.completion(**kwargs)
+        return litellm.stream_chunk_builder(chunks, messages=kwargs["messages"])
+
+
+def _describe(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return f"{type(exc).__name__}: {text[:500]}"

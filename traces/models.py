@@ -1,0 +1,235 @@
+"""Trace, Message, Goal and TraceEvent: the persisted shape of every agent run.
+
+Field names follow the seed's dataclasses (seed 004 "数据模型"), so the API and the
+runner speak the same words.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+
+class TraceStatus(models.TextChoices):
+    RUNNING = "running"
+    WAITING = "waiting"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    STOPPED = "stopped"
+
+
+class Trace(models.Model):
+    """One agent execution. Main agents, sub-agents and human requests alike."""
+
+    trace_id = models.CharField(max_length=255, primary_key=True)
+    name = models.CharField(max_length=200, blank=True, default="")
+    mode = models.CharField(
+        max_length=10, choices=[("call", "call"), ("agent", "agent")], default="agent"
+    )
+    prompt_name = models.CharField(max_length=200, blank=True, null=True)
+    task = models.TextField(blank=True, null=True)
+    agent_type = models.CharField(max_length=100, blank=True, null=True, default="default")
+    parent_trace = models.ForeignKey(
+        "self",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="sub_traces",
+        db_column="parent_trace_id",
+    )
+    parent_goal_id = models.CharField(max_length=64, blank=True, null=True)
+    status = models.CharField(
+        max_length=16, choices=TraceStatus.choices, default=TraceStatus.RUNNING, db_index=True
+    )
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="traces",
+    )
+
+    total_messages = models.IntegerField(default=0)
+    total_tokens = models.IntegerField(default=0)
+    total_prompt_tokens = models.IntegerField(default=0)
+    total_completion_tokens = models.IntegerField(default=0)
+    total_cost = models.FloatField(default=0.0)
+    total_duration_ms = models.BigIntegerField(default=0)
+
+    last_sequence = models.IntegerField(default=0)
+    head_sequence = models.IntegerField(default=0)
+    last_event_id = models.BigIntegerField(default=0)
+
+    uid = models.CharField(max_length=200, blank=True, null=True, db_index=True)
+    model = models.CharField(max_length=200, blank=True, null=True)
+    tools = models.JSONField(blank=True, null=True)
+    llm_params = models.JSONField(default=dict, blank=True)
+    context = models.JSONField(default=dict, blank=True)
+    current_goal_id = models.CharField(max_length=64, blank=True, null=True)
+
+    result_summary = models.TextField(blank=True, null=True)
+    error_message = models.TextField(blank=True, null=True)
+
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    updated_at = models.DateTimeField(default=timezone.now)
+    completed_at = models.DateTimeField(blank=True, null=True)
+
+    # Run lease (D6): which worker runs the trace, a fencing token that grows with
+    # every claim, and a heartbeat so a crashed worker's run can be detected.
+    run_owner = models.CharField(max_length=200, blank=True, default="")
+    run_token = models.BigIntegerField(default=0)
+    heartbeat_at = models.DateTimeField(blank=True, null=True)
+    stop_requested = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["status", "-created_at"], name="trace_status_created"),
+            models.Index(fields=["owner", "-created_at"], name="trace_owner_created"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name or self.trace_id
+
+    @property
+    def is_active(self) -> bool:
+        return self.status == TraceStatus.RUNNING
+
+
+class Message(models.Model):
+    """One LLM-API message. `parent_sequence` links messages into a tree."""
+
+    message_id = models.CharField(max_length=270, primary_key=True)
+    trace = models.ForeignKey(Trace, on_delete=models.CASCADE, related_name="messages")
+    role = models.CharField(
+        max_length=10,
+        choices=[(r, r) for r in ("system", "user", "assistant", "tool")],
+    )
+    sequence = models.IntegerField()
+    parent_sequence = models.IntegerField(blank=True, null=True)
+    goal_id = models.CharField(max_length=64, blank=True, null=True)
+    description = models.TextField(blank=True, default="")
+    tool_call_id = models.CharField(max_length=200, blank=True, null=True)
+    name = models.CharField(max_length=200, blank=True, null=True)
+    content = models.JSONField(blank=True, null=True)
+    tool_calls = models.JSONField(blank=True, null=True)
+    prompt_tokens = models.IntegerField(blank=True, null=True)
+    completion_tokens = models.IntegerField(blank=True, null=True)
+    cost = models.FloatField(blank=True, null=True)
+    duration_ms = models.IntegerField(blank=True, null=True)
+    finish_reason = models.CharField(max_length=40, blank=True, null=True)
+    # What kind of message this is beyond its role: "context" injections,
+    # "healed" synthetic tool results, "summary" of a compaction, ...
+    kind = models.CharField(max_length=20, blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["trace", "sequence"]
+        constraints = [
+            models.UniqueConstraint(fields=["trace", "sequence"], name="message_trace_sequence"),
+        ]
+
+    def __str__(self) -> str:
+        return self.message_id
+
+    @staticmethod
+    def make_id(trace_id: str, sequence: int) -> str:
+        return f"{trace_id}-{sequence:04d}"
+
+    def to_llm_dict(self) -> dict[str, Any]:
+        """The OpenAI-format dict sent to a model."""
+        data: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.role == "assistant" and self.tool_calls:
+            data["tool_calls"] = self.tool_calls
+            if self.content in ("", None):
+                data["content"] = None
+        if self.role == "tool":
+            data["tool_call_id"] = self.tool_call_id
+            if self.name:
+                data["name"] = self.name
+        return data
+
+    @classmethod
+    def from_llm_dict(
+        cls,
+        d: dict[str, Any],
+        *,
+        trace_id: str,
+        sequence: int,
+        goal_id: str | None = None,
+        parent_sequence: int | None = None,
+    ) -> Message:
+        return cls(
+            message_id=cls.make_id(trace_id, sequence),
+            trace_id=trace_id,
+            role=d["role"],
+            sequence=sequence,
+            parent_sequence=parent_sequence,
+            goal_id=goal_id,
+            content=d.get("content"),
+            tool_calls=d.get("tool_calls") or None,
+            tool_call_id=d.get("tool_call_id"),
+            name=d.get("name") if d["role"] == "tool" else None,
+        )
+
+
+class GoalStatus(models.TextChoices):
+    PENDING = "pending"
+    IN_PROGRESS = "in_progress"
+    COMPLETED = "completed"
+    ABANDONED = "abandoned"
+
+
+class Goal(models.Model):
+    """A node of a trace's plan. `goal_id` is per trace ("1", "2", ...)."""
+
+    trace = models.ForeignKey(Trace, on_delete=models.CASCADE, related_name="goals")
+    goal_id = models.CharField(max_length=64)
+    description = models.TextField()
+    reason = models.TextField(blank=True, default="")
+    parent_id = models.CharField(max_length=64, blank=True, null=True)
+    position = models.FloatField(default=0.0)
+    type = models.CharField(
+        max_length=16,
+        choices=[("normal", "normal"), ("agent_call", "agent_call")],
+        default="normal",
+    )
+    status = models.CharField(max_length=16, choices=GoalStatus.choices, default=GoalStatus.PENDING)
+    summary = models.TextField(blank=True, null=True)
+    sub_trace_ids = models.JSONField(blank=True, null=True)
+    agent_call_mode = models.CharField(max_length=16, blank=True, null=True)
+    sub_trace_metadata = models.JSONField(blank=True, null=True)
+    self_stats = models.JSONField(default=dict, blank=True)
+    cumulative_stats = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["trace", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["trace", "goal_id"], name="goal_trace_goal_id"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.trace_id}#{self.goal_id} {self.description[:40]}"
+
+
+class TraceEvent(models.Model):
+    """Append-only event log of a trace; the source of truth for live streams."""
+
+    trace = models.ForeignKey(Trace, on_delete=models.CASCADE, related_name="events")
+    event_id = models.BigIntegerField()
+    type = models.CharField(max_length=40)
+    payload = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["trace", "event_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["trace", "event_id"], name="event_trace_event_id"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.trace_id}:{self.event_id} {self.type}"
