@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import random
 import re
 import time
 from collections.abc import Callable
@@ -157,6 +158,7 @@ def normalize_tool_call_ids(messages: list[dict[str, Any]], model: str) -> list[
 def _cost(response: Any) -> float | None:
     import litellm
 
+    litellm.suppress_debug_info = True  # no "Provider List" banner for unpriced models
     try:
         value = litellm.completion_cost(completion_response=response)
     except Exception:
@@ -216,7 +218,10 @@ class LLMClient:
             "model": model.model,
             "messages": normalize_tool_call_ids(messages, model.model),
             "timeout": self.timeout,
-            "num_retries": self.retries,
+            # Retries are ours (`_with_retries`): litellm's own need tenacity, which it does
+            # not install, and would retry a 400 as eagerly as a 429.
+            "num_retries": 0,
+            "max_retries": 0,
             **(params or {}),
         }
         if tools:
@@ -230,7 +235,7 @@ class LLMClient:
             if stream:
                 response, streamed = self._stream(litellm, kwargs, on_token), True
             else:
-                response, streamed = litellm.completion(**kwargs), False
+                response, streamed = self._with_retries(litellm.completion, kwargs), False
         except Exception as exc:
             raise LLMError(f"{model.model}: {_describe(exc)}") from exc
         duration_ms = int((time.perf_counter() - started) * 1000)
@@ -248,24 +253,61 @@ class LLMClient:
             streamed=streamed,
         )
 
+    def _with_retries(self, call: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+        """`call(**kwargs)`, retried with backoff on rate limits and transient errors (L3)."""
+        for attempt in range(self.retries + 1):
+            try:
+                return call(**kwargs)
+            except Exception as exc:
+                if attempt >= self.retries or not _retryable(exc):
+                    raise
+                delay = _retry_delay(exc, attempt)
+                logger.warning("%s; retry %d of %d in %.1fs", _describe(exc), attempt + 1, self.retries, delay)
+                time.sleep(delay)
+        raise AssertionError("unreachable")
+
     def _stream(self, litellm: Any, kwargs: dict[str, Any], on_token: Callable[[str], None] | None) -> Any:
         chunks = []
+        stream_kwargs = {**kwargs, "stream": True, "stream_options": {"include_usage": True}}
         try:
-            for chunk in litellm.completion(
-                **kwargs, stream=True, stream_options={"include_usage": True}
-            ):
+            for chunk in self._with_retries(litellm.completion, stream_kwargs):
                 chunks.append(chunk)
                 delta = chunk.choices[0].delta if chunk.choices else None
                 text = getattr(delta, "content", None) if delta is not None else None
                 if text and on_token is not None:
                     on_token(text)
         except Exception as exc:
-            if chunks:
-                raise
+            if chunks or _retryable(exc):
+                raise  # a busy provider was already retried; a plain call would not fare better
             # G3: a stream that fails before its first chunk falls back to a plain call.
             logger.warning("streaming failed (%s); falling back to a plain call", _describe(exc))
-            return litellm.completion(**kwargs)
+            return self._with_retries(litellm.completion, kwargs)
         return litellm.stream_chunk_builder(chunks, messages=kwargs["messages"])
+
+
+def _retryable(exc: Exception) -> bool:
+    """Rate limits, dropped connections and server errors; not timeouts (G3's invoke budget)."""
+    import openai
+
+    if isinstance(exc, openai.APITimeoutError):
+        return False
+    if isinstance(exc, openai.APIConnectionError):
+        return True
+    status = getattr(exc, "status_code", None)
+    return isinstance(status, int) and (status in (409, 429) or status >= 500)
+
+
+def _retry_delay(exc: Exception, attempt: int) -> float:
+    """The provider's Retry-After when it gives a sane one, else jittered exponential backoff."""
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None) or getattr(exc, "litellm_response_headers", None) or {}
+    try:
+        retry_after = float(headers.get("retry-after", ""))
+    except (TypeError, ValueError):
+        retry_after = -1.0
+    if 0 <= retry_after <= 60:
+        return retry_after
+    return min(0.5 * 2**attempt, 8.0) * random.uniform(0.75, 1.25)
 
 
 def _describe(exc: Exception) -> str:

@@ -1,0 +1,120 @@
+"""`manage.py run_agent "task"`: run an agent in the terminal with live progress (O4)."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from traces.models import Message, Trace, TraceStatus
+from traces.runner import AgentRunner, RunConfig, RunError
+
+EXIT_CODES = {
+    TraceStatus.COMPLETED: 0,
+    TraceStatus.FAILED: 1,
+    TraceStatus.STOPPED: 3,
+    TraceStatus.WAITING: 4,
+}
+
+
+class Command(BaseCommand):
+    help = (
+        "Run an agent on a task (or continue / rewind an existing trace) and print each "
+        "message as it is persisted. Exit code 0 only when the trace completes."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("task", nargs="?", default="", help="the task, or the new message for --trace")
+        parser.add_argument("--model", help="litellm model string (default: AGENT_MODEL)")
+        parser.add_argument("--preset", default="default", help="agent preset (default, explore, analyst, ...)")
+        parser.add_argument("--trace", dest="trace_id", help="continue this trace instead of starting one")
+        parser.add_argument("--after", type=int, dest="after_sequence", help="rewind: run after this message sequence")
+        parser.add_argument("--max-iterations", type=int, help="step limit for this run")
+        parser.add_argument("--name", help="display name of a new trace")
+        parser.add_argument("--no-stream", action="store_true", help="plain model calls instead of streaming")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        task = options["task"]
+        if not task and not options["trace_id"]:
+            raise CommandError("give a task, or --trace ID to continue a trace")
+        messages = [{"role": "user", "content": task}] if task else []
+        config = RunConfig(
+            model=options["model"],
+            agent_type=options["preset"],
+            trace_id=options["trace_id"],
+            after_sequence=options["after_sequence"],
+            max_iterations=options["max_iterations"],
+            name=options["name"],
+            stream=False if options["no_stream"] else None,
+            on_token=self._print_token,
+        )
+        runner = AgentRunner()
+        trace: Trace | None = None
+        previous = signal.getsignal(signal.SIGINT)
+
+        def interrupt(signum: int, frame: Any) -> None:
+            if trace is not None:
+                self.stderr.write("\nstopping (Ctrl-C again to abort) ...")
+                runner.stop(trace.trace_id)
+            signal.signal(signal.SIGINT, previous)
+
+        signal.signal(signal.SIGINT, interrupt)
+        try:
+            for item in runner.run(messages, config):
+                if isinstance(item, Trace):
+                    if trace is None:
+                        self.stdout.write(self.style.MIGRATE_HEADING(f"trace {item.trace_id}  {item.name}"))
+                    trace = item
+                else:
+                    self._print_message(item)
+        except RunError as exc:
+            raise CommandError(str(exc), returncode=2) from None
+        finally:
+            signal.signal(signal.SIGINT, previous)
+        assert trace is not None
+        self._print_summary(trace)
+        code = EXIT_CODES.get(trace.status, 1)
+        if code:
+            raise CommandError(f"trace {trace.trace_id} ended {trace.status}", returncode=code)
+
+    def _print_token(self, text: str) -> None:
+        if self.stdout.isatty():
+            self.stdout.write(self.style.HTTP_INFO(text), ending="")
+            self.stdout.flush()
+
+    def _print_message(self, message: Message) -> None:
+        if self.stdout.isatty() and message.role == "assistant" and message.content:
+            self.stdout.write("")  # the tokens were streamed already; end their line
+        label = f"[{message.sequence:>4}] {message.role:<9}"
+        if message.role == "assistant":
+            text = (message.content or "").strip()
+            for call in message.tool_calls or ():
+                function = call.get("function") or {}
+                text += f"\n           -> {function.get('name')}({_clip(function.get('arguments') or '', 200)})"
+            self.stdout.write(f"{self.style.SUCCESS(label)} {text.strip()}")
+        elif message.role == "tool":
+            style = self.style.ERROR if message.kind in ("tool_error", "healed") else self.style.NOTICE
+            self.stdout.write(f"{style(label)} {message.name}: {_clip(str(message.content), 400)}")
+        else:
+            self.stdout.write(f"{self.style.WARNING(label)} {_clip(str(message.content), 400)}")
+        sys.stdout.flush()
+
+    def _print_summary(self, trace: Trace) -> None:
+        cost = f"${trace.total_cost:.4f}" if trace.total_cost else "unknown cost"
+        self.stdout.write(
+            f"\ntrace {trace.trace_id} {trace.status}: {trace.total_messages} messages, "
+            f"{trace.total_tokens} tokens, {cost}, head {trace.head_sequence}"
+        )
+        if trace.error_message:
+            self.stdout.write(self.style.ERROR(trace.error_message))
+        self.stdout.write(
+            f"continue:  python manage.py run_agent --trace {trace.trace_id} \"next message\"\n"
+            f"rewind:    python manage.py run_agent --trace {trace.trace_id} --after N \"new text\""
+        )
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + " ..."

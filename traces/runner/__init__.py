@@ -1,0 +1,25 @@
+"""The agent runner: RunConfig in, Trace and Messages out."""
+
+from __future__ import annotations
+
+from traces.runner.config import (
+    InvalidRun,
+    LeaseLost,
+    RunConfig,
+    RunConflict,
+    RunError,
+    RunResult,
+    TraceNotFound,
+)
+from traces.runner.loop import AgentRunner
+
+__all__ = [
+    "AgentRunner",
+    "InvalidRun",
+    "LeaseLost",
+    "RunConfig",
+    "RunConflict",
+    "RunError",
+    "RunResult",
+    "TraceNotFound",
+]

@@ -1,0 +1,86 @@
+"""RunConfig and the errors a run request can end in."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class RunError(Exception):
+    """Base class of run request errors; `status` is the HTTP status it maps to."""
+
+    status = 400
+
+
+class InvalidRun(RunError):
+    """The request cannot be run as given (bad after_sequence, malformed messages)."""
+
+
+class TraceNotFound(RunError):
+    status = 404
+
+
+class RunConflict(RunError):
+    """The trace is already being run by someone else (W5: one active run)."""
+
+    status = 409
+
+
+class LeaseLost(RunError):
+    """Another run claimed the trace; this one must not write again (fencing)."""
+
+    status = 409
+
+
+@dataclass
+class RunConfig:
+    """Everything one run may vary. Infrastructure lives on the AgentRunner.
+
+    Fields follow the seed's RunConfig; `None` means "the preset's or the
+    deployment's default".
+    """
+
+    # model layer
+    model: str | None = None
+    temperature: float | None = None
+    max_iterations: int | None = None
+    tools: list[str] | None = None  # None = every tool the preset allows
+    # framework layer
+    agent_type: str = "default"
+    uid: str | None = None
+    system_prompt: str | None = None
+    skills: list[str] | None = None
+    enable_memory: bool = True
+    auto_execute_tools: bool = True
+    name: str | None = None
+    # trace control
+    trace_id: str | None = None
+    parent_trace_id: str | None = None
+    parent_goal_id: str | None = None
+    after_sequence: int | None = None
+    # ours
+    owner_id: int | None = None
+    context: dict[str, Any] = field(default_factory=dict)
+    llm_params: dict[str, Any] = field(default_factory=dict)
+    stream: bool | None = None
+    context_every: int | None = None
+    new_trace_id: str | None = None  # id for a new trace (sub-traces name theirs)
+    on_token: Callable[[str], None] | None = None
+
+
+@dataclass
+class RunResult:
+    trace_id: str
+    status: str
+    result: str | None
+    error: str | None
+    messages: int
+    head_sequence: int
+    total_tokens: int
+    total_cost: float
+    iterations: int
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}

@@ -1,0 +1,593 @@
+"""AgentRunner: the agent loop as one readable generator (R1-R10).
+
+`run(messages, config)` yields the Trace, then each Message as it is persisted,
+then the Trace again when the run ends. Each step is committed as it happens
+(message, events, goal stats and the trace row in one fenced transaction), and
+the main path stays in memory for the whole run: a step only appends.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from memory.presets import AgentPreset, UnknownPreset, get_preset
+from tools.models import ToolContext
+from tools.registry import Tool, ToolRegistry, load_builtin_tools
+from traces import prompts
+from traces.goal_tree import GoalTree
+from traces.llm import LLMClient, LLMError, LLMResponse, ModelNotConfigured, ModelSettings, agent_model, utility_model
+from traces.models import Message, Trace, TraceStatus
+from traces.runner.config import InvalidRun, LeaseLost, RunConfig, RunError, RunResult
+from traces.runner.prepare import (
+    load_trace,
+    new_trace,
+    plan_existing,
+    text_of,
+    validate_messages,
+)
+from traces.runner.store import RunStore, trace_claim, worker_identity
+from traces.selectors import trace_main_path
+
+logger = logging.getLogger(__name__)
+
+ContextHook = Callable[[Trace, GoalTree | None], str | None]
+
+
+@dataclass
+class _Run:
+    """The state of one run, owned by the thread running it."""
+
+    trace: Trace
+    store: RunStore
+    goal_tree: GoalTree
+    config: RunConfig
+    preset: AgentPreset
+    model: ModelSettings
+    tools: list[Tool]
+    workspace: Path
+    llm_messages: list[dict[str, Any]] = field(default_factory=list)
+    params: dict[str, Any] = field(default_factory=dict)
+    stream: bool = False
+    max_iterations: int = 30
+    context_every: int = 10
+    stop_event: threading.Event = field(default_factory=threading.Event)
+    last_poll: float = 0.0
+    pending_calls: list[dict[str, Any]] = field(default_factory=list)
+    fresh: list[Message] = field(default_factory=list)  # persisted, not yet yielded
+    iterations: int = 0
+    model_seconds: float = 0.0
+    started: float = field(default_factory=time.perf_counter)
+
+    @property
+    def offered(self) -> set[str]:
+        return {t.name for t in self.tools}
+
+
+class AgentRunner:
+    """Runs agents. Infrastructure is fixed at construction; each run gets a RunConfig."""
+
+    def __init__(
+        self,
+        *,
+        llm_call: Callable[..., LLMResponse] | None = None,
+        utility_llm_call: Callable[..., LLMResponse] | None = None,
+        tool_registry: ToolRegistry | None = None,
+        context_hooks: list[ContextHook] | None = None,
+        worker_id: str | None = None,
+    ) -> None:
+        self.llm_call = llm_call or LLMClient()
+        self.utility_llm_call = utility_llm_call or LLMClient(retries=0, timeout=15)
+        self.tool_registry = tool_registry or load_builtin_tools()
+        self.context_hooks = list(context_hooks or [])
+        self.worker_id = worker_id or worker_identity()
+        self._stops: dict[str, threading.Event] = {}
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="llm")
+        self.last_run_stats: dict[str, Any] = {}
+
+    # --- public API --------------------------------------------------------------
+
+    def run(self, messages: list[dict[str, Any]] | None, config: RunConfig | None = None) -> Iterator[Trace | Message]:
+        """Run (new, continue, rewind or regenerate) and yield the trace and each message."""
+        config = config or RunConfig()
+        run = self._prepare(validate_messages(messages), config)
+        self._stops[run.trace.trace_id] = run.stop_event
+        try:
+            yield run.trace
+            yield from self._prepared_messages(run)
+            yield from self._loop(run)
+            yield run.trace
+        except LeaseLost:
+            logger.warning("run of %s lost its lease; another run owns the trace", run.trace.trace_id)
+            raise
+        except GeneratorExit:
+            self._end_abruptly(run, "the caller stopped consuming the run")
+            raise
+        except BaseException as exc:
+            self._end_abruptly(run, f"{type(exc).__name__}: {exc}")
+            raise
+        finally:
+            self._stops.pop(run.trace.trace_id, None)
+            self.last_run_stats = {
+                "iterations": run.iterations,
+                "model_seconds": run.model_seconds,
+                "total_seconds": time.perf_counter() - run.started,
+            }
+
+    def run_result(
+        self,
+        messages: list[dict[str, Any]] | None,
+        config: RunConfig | None = None,
+        on_event: Callable[[Trace | Message], None] | None = None,
+    ) -> RunResult:
+        """Consume `run()` and return what came of it."""
+        trace: Trace | None = None
+        for item in self.run(messages, config):
+            if isinstance(item, Trace):
+                trace = item
+            if on_event is not None:
+                on_event(item)
+        assert trace is not None
+        return RunResult(
+            trace_id=trace.trace_id,
+            status=trace.status,
+            result=trace.result_summary,
+            error=trace.error_message,
+            messages=trace.total_messages,
+            head_sequence=trace.head_sequence,
+            total_tokens=trace.total_tokens,
+            total_cost=trace.total_cost,
+            iterations=self.last_run_stats.get("iterations", 0),
+            stats=dict(self.last_run_stats),
+        )
+
+    def stop(self, trace_id: str) -> bool:
+        """R5: ask the run of `trace_id` to stop at its next checkpoint.
+
+        Works across processes (a flag on the trace row, polled while a model call
+        is in flight) and at once for a run in this process. Returns whether a
+        running trace was found.
+        """
+        from traces.services import trace_request_stop
+
+        event = self._stops.get(trace_id)
+        if event is not None:
+            event.set()
+        return trace_request_stop(trace_id=trace_id)
+
+    # --- phase 1: prepare --------------------------------------------------------
+
+    def _prepare(self, messages: list[dict[str, Any]], config: RunConfig) -> _Run:
+        try:
+            preset = get_preset(config.agent_type)
+        except UnknownPreset as exc:
+            raise InvalidRun(str(exc)) from None
+        tools = self._select_tools(config, preset)
+        if config.trace_id is None:
+            return self._prepare_new(messages, config, preset, tools)
+        return self._prepare_existing(messages, config, preset, tools)
+
+    def _select_tools(self, config: RunConfig, preset: AgentPreset) -> list[Tool]:
+        if config.tools is not None:
+            unknown = [t for t in config.tools if t not in self.tool_registry]
+            if unknown:
+                raise InvalidRun(
+                    f"unknown tool(s): {', '.join(unknown)}; available: {', '.join(self.tool_registry.names())}"
+                )
+            allowed: list[str] | None = config.tools
+            if preset.allowed_tools is not None:
+                allowed = [t for t in config.tools if t in preset.allowed_tools]
+        else:
+            allowed = preset.allowed_tools
+        return self.tool_registry.select(allowed=allowed, denied=preset.denied_tools)
+
+    def _model(self, name: str | None) -> ModelSettings:
+        try:
+            return agent_model(name)
+        except ModelNotConfigured as exc:
+            raise InvalidRun(str(exc)) from None
+
+    def _new_run(self, trace: Trace, config: RunConfig, preset: AgentPreset, tools: list[Tool], model: ModelSettings) -> _Run:
+        from tools.workspace import workspace_for
+
+        store = RunStore(trace)
+        goal_tree = GoalTree.load(trace, emit=store.emit) if trace.last_sequence else GoalTree(trace, [], store.emit)
+        store.goal_tree = goal_tree
+        params = dict(trace.llm_params or {})
+        temperature = config.temperature if config.temperature is not None else preset.temperature
+        if temperature is not None:
+            params["temperature"] = temperature
+        params.update(config.llm_params)
+        return _Run(
+            trace=trace,
+            store=store,
+            goal_tree=goal_tree,
+            config=config,
+            preset=preset,
+            model=model,
+            tools=tools,
+            workspace=workspace_for(trace.trace_id),
+            params=params,
+            stream=settings.AGENT_STREAM if config.stream is None else config.stream,
+            max_iterations=config.max_iterations or preset.max_iterations or settings.AGENT_MAX_ITERATIONS,
+            context_every=config.context_every or settings.AGENT_CONTEXT_EVERY,
+        )
+
+    def _prepare_new(self, messages: list[dict[str, Any]], config: RunConfig, preset: AgentPreset, tools: list[Tool]) -> _Run:
+        model = self._model(config.model)
+        trace = new_trace(messages, config, model=model.model, owner=self.worker_id)
+        trace.tools = [t.schema() for t in tools]
+        run = self._new_run(trace, config, preset, tools, model)
+        if not trace.name:
+            trace.name = self._name_for(trace.task or "")
+        trace.save(force_insert=True)
+        if messages[0]["role"] != "system":
+            system = config.system_prompt or prompts.SYSTEM_PROMPT
+            messages = [{"role": "system", "content": system}, *messages]
+        run.store.emit("run_started", {"mode": "new", "model": model.model, "agent_type": config.agent_type})
+        self._append_inputs(run, messages)
+        run.store.commit()
+        return run
+
+    def _prepare_existing(
+        self, messages: list[dict[str, Any]], config: RunConfig, preset: AgentPreset, tools: list[Tool]
+    ) -> _Run:
+        trace_id = config.trace_id or ""
+        previous = load_trace(trace_id)
+        model = self._model(config.model or previous.model)
+        trace = trace_claim(trace_id=trace_id, owner=self.worker_id)
+        run = self._new_run(trace, config, preset, tools, model)
+        try:
+            path = trace_main_path(trace_id=trace.trace_id, head_sequence=trace.head_sequence)
+            plan = plan_existing(trace, path, messages, config, previous.status)
+        except RunError:
+            trace.status = previous.status
+            run.store.commit()
+            run.store.release()
+            raise
+        trace.model = model.model
+        mode = "continue"
+        if plan.is_rewind:
+            mode = "rewind" if messages else "regenerate"
+            cut = plan.kept[-1]
+            run.store.emit(
+                "rewind",
+                {
+                    "after_sequence": plan.requested_after,
+                    "cut_sequence": cut.sequence,
+                    "previous_head": trace.head_sequence,
+                    "goal_tree_snapshot": run.goal_tree.snapshot(),
+                },
+            )
+            with transaction.atomic():
+                dropped = run.goal_tree.rebuild_at(cut.created_at)
+            run.store.emit("goal_tree_rebuilt", {"dropped_goal_ids": dropped})
+            trace.head_sequence = cut.sequence
+        run.store.emit("run_started", {"mode": mode, "model": model.model, "after_sequence": config.after_sequence})
+        run.llm_messages = sanitize_history([m.to_llm_dict() for m in plan.kept])
+        run.pending_calls = plan.pending_calls
+        for call in plan.missing_calls:
+            self._add_message(run, heal_message(call, run))
+        self._append_inputs(run, messages)
+        run.store.commit()
+        return run
+
+    def _append_inputs(self, run: _Run, messages: list[dict[str, Any]]) -> None:
+        for data in messages:
+            message = Message.from_llm_dict(
+                data,
+                trace_id=run.trace.trace_id,
+                sequence=run.store.next_sequence(),
+                goal_id=run.trace.current_goal_id,
+                parent_sequence=run.trace.head_sequence or None,
+            )
+            message.description = text_of(data.get("content"))[:200]
+            message.kind = "input"
+            self._add_message(run, message)
+
+    def _add_message(self, run: _Run, message: Message) -> Message:
+        message.created_at = timezone.now()
+        if message.parent_sequence is None and message.sequence > 1:
+            message.parent_sequence = run.trace.head_sequence or None
+        run.store.add_message(message)
+        run.llm_messages.append(message.to_llm_dict())
+        run.fresh.append(message)
+        return message
+
+    def _prepared_messages(self, run: _Run) -> Iterator[Message]:
+        fresh, run.fresh = run.fresh, []
+        yield from fresh
+
+    def _name_for(self, task: str) -> str:
+        """R10: a short display name from the utility model; the task's start if that fails."""
+        fallback = " ".join(task.split())[:60] or "Untitled run"
+        try:
+            response = self.utility_llm_call(
+                [{"role": "user", "content": prompts.NAME_PROMPT.format(task=task[:2000])}],
+                model=utility_model(),
+                params={"max_tokens": 30},
+            )
+        except (LLMError, ModelNotConfigured) as exc:
+            logger.info("naming a trace failed: %s", exc)
+            return fallback
+        name = " ".join((response.content or "").split()).strip("\"'. ")
+        return name[:200] or fallback
+
+    # --- phase 3: the loop -------------------------------------------------------
+
+    def _loop(self, run: _Run) -> Iterator[Message]:
+        if run.pending_calls:
+            yield from self._execute_calls(run, run.pending_calls)
+        for iteration in range(run.max_iterations):
+            if self._stopping(run):
+                return self._finish(run, TraceStatus.STOPPED)
+            run.iterations = iteration + 1
+            if iteration % run.context_every == 0:
+                injected = self._inject_context(run)
+                if injected is not None:
+                    yield injected
+            run.store.emit("round_start", {"iteration": iteration})
+            try:
+                response = self._call_model(run)
+            except LLMError as exc:
+                return self._finish(run, TraceStatus.FAILED, error=str(exc))
+            if response is None:
+                return self._finish(run, TraceStatus.STOPPED)
+            assistant = self._persist_assistant(run, response)
+            yield assistant
+            if not response.tool_calls:
+                return self._finish(run, TraceStatus.COMPLETED, result=response.content or "")
+            yield from self._execute_calls(run, response.tool_calls)
+            if run.trace.status == TraceStatus.STOPPED:
+                return None
+        return self._finish(
+            run,
+            TraceStatus.FAILED,
+            error=f"reached max_iterations ({run.max_iterations}) without a final answer; continue the run to go on",
+        )
+
+    def _inject_context(self, run: _Run) -> Message | None:
+        """R7: the plan, active collaborators and hook output as one system message."""
+        text = build_context_injection(run.trace, run.goal_tree, self.context_hooks)
+        if not text:
+            return None
+        message = new_message(
+            run,
+            role="system",
+            content=text,
+            kind="context",
+            description="context injection: plan and collaborators",
+            goal_id=run.trace.current_goal_id,
+        )
+        self._add_message(run, message)
+        run.store.commit()
+        return message
+
+    def _call_model(self, run: _Run) -> LLMResponse | None:
+        """One model call, abandoned if a stop arrives while it is in flight (R5)."""
+        started = time.perf_counter()
+        on_token = run.config.on_token
+        future = self._pool.submit(
+            self.llm_call,
+            run.llm_messages,
+            model=run.model,
+            tools=[t.schema() for t in run.tools] or None,
+            params=run.params,
+            stream=run.stream,
+            on_token=on_token,
+        )
+        try:
+            while True:
+                try:
+                    return future.result(timeout=settings.AGENT_STOP_POLL_SECONDS)
+                except concurrent.futures.TimeoutError:
+                    if self._stopping(run, poll_now=True):
+                        future.cancel()
+                        return None
+        finally:
+            run.model_seconds += time.perf_counter() - started
+
+    def _persist_assistant(self, run: _Run, response: LLMResponse) -> Message:
+        calls = response.tool_calls
+        if not run.goal_tree and not any(c["function"]["name"] == "goal" for c in calls):
+            run.goal_tree.ensure_root(run.trace.task or "Complete the task")  # R9
+        message = new_message(
+            run,
+            role="assistant",
+            content=response.content,
+            tool_calls=calls or None,
+            goal_id=run.trace.current_goal_id,
+            prompt_tokens=response.prompt_tokens,
+            completion_tokens=response.completion_tokens,
+            cost=response.cost,
+            duration_ms=response.duration_ms,
+            finish_reason=response.finish_reason,
+            kind="",
+            description=describe_assistant(response),
+        )
+        self._add_message(run, message)
+        run.store.commit()
+        return message
+
+    def _execute_calls(self, run: _Run, calls: list[dict[str, Any]]) -> Iterator[Message]:
+        for call in calls:
+            if self._stopping(run):
+                # Unanswered calls are healed when the trace is next loaded (R6).
+                self._finish(run, TraceStatus.STOPPED)
+                return
+            yield self._execute_call(run, call)
+
+    def _execute_call(self, run: _Run, call: dict[str, Any]) -> Message:
+        function = call.get("function") or {}
+        name = str(function.get("name") or "")
+        arguments = function.get("arguments")
+        run.store.emit("tool_call", {"tool_call_id": call.get("id"), "name": name, "arguments": arguments})
+        ctx = ToolContext(
+            trace=run.trace,
+            workspace=run.workspace,
+            goal_tree=run.goal_tree,
+            goal_id=run.trace.current_goal_id,
+            uid=run.trace.uid,
+            runner=self,
+            tool_call_id=call.get("id"),
+            extra={"store": run.store, "config": run.config},
+        )
+        started = time.perf_counter()
+        result = self.tool_registry.execute(
+            name, arguments, ctx, offered=run.offered, timeout=settings.AGENT_TOOL_TIMEOUT
+        )
+        duration_ms = int((time.perf_counter() - started) * 1000)
+        message = new_message(
+            run,
+            role="tool",
+            content=result.to_content(),
+            tool_call_id=call.get("id"),
+            name=name or None,
+            goal_id=run.trace.current_goal_id or ctx.goal_id,
+            duration_ms=duration_ms,
+            kind="tool_error" if result.is_error else "",
+            description=(result.title or name)[:200],
+        )
+        run.store.emit(
+            "tool_result",
+            {
+                "tool_call_id": call.get("id"),
+                "name": name,
+                "title": result.title,
+                "is_error": result.is_error,
+                "duration_ms": duration_ms,
+            },
+        )
+        self._add_message(run, message)
+        run.store.commit()
+        return message
+
+    # --- ending ------------------------------------------------------------------
+
+    def _stopping(self, run: _Run, *, poll_now: bool = False) -> bool:
+        if run.stop_event.is_set():
+            return True
+        now = time.monotonic()
+        if not poll_now and now - run.last_poll < settings.AGENT_STOP_POLL_SECONDS:
+            return False
+        run.last_poll = now
+        if run.store.heartbeat():
+            run.stop_event.set()
+            return True
+        return False
+
+    def _finish(self, run: _Run, status: str, *, result: str | None = None, error: str | None = None) -> None:
+        trace = run.trace
+        trace.status = status
+        trace.completed_at = timezone.now()
+        if result is not None:
+            trace.result_summary = result
+        trace.error_message = error
+        event = {TraceStatus.COMPLETED: "final", TraceStatus.STOPPED: "stopped"}.get(status, "error")
+        run.store.emit(
+            event,
+            {
+                "status": status,
+                "result": result,
+                "error": error,
+                "head_sequence": trace.head_sequence,
+                "total_tokens": trace.total_tokens,
+                "total_cost": trace.total_cost,
+            },
+        )
+        run.store.commit()
+        run.store.release()
+
+    def _end_abruptly(self, run: _Run, reason: str) -> None:
+        """A run that ends by an exception leaves the trace failed, not 'running'."""
+        if run.trace.status != TraceStatus.RUNNING:
+            return
+        try:
+            self._finish(run, TraceStatus.FAILED, error=f"run crashed: {reason}"[:2000])
+        except Exception:
+            logger.exception("could not mark trace %s failed", run.trace.trace_id)
+
+
+def build_context_injection(trace: Trace, goal_tree: GoalTree | None, hooks: list[ContextHook]) -> str:
+    parts = []
+    if goal_tree:
+        parts.append(f"## Current Plan\n\n{goal_tree.to_prompt()}")
+    collaborators = (trace.context or {}).get("collaborators") or []
+    if collaborators:
+        lines = ["## Active Collaborators"]
+        for c in collaborators:
+            summary = f": {c['summary']}" if c.get("summary") else ""
+            lines.append(f"- {c.get('name', '?')} [{c.get('type', 'agent')}, {c.get('status', '?')}]{summary}")
+        parts.append("\n".join(lines))
+    for hook in hooks:
+        try:
+            content = hook(trace, goal_tree)
+        except Exception:
+            logger.exception("context hook %r failed", hook)
+            continue
+        if content:
+            parts.append(content)
+    return "\n\n".join(parts)
+
+
+def describe_assistant(response: LLMResponse) -> str:
+    if response.tool_calls:
+        return "calls " + ", ".join(c["function"]["name"] or "?" for c in response.tool_calls)
+    return " ".join((response.content or "").split())[:200]
+
+
+def heal_message(call: dict[str, Any], run: _Run) -> Message:
+    """R6: a persisted synthetic result for a tool call that never got one."""
+    name = (call.get("function") or {}).get("name") or ""
+    return new_message(
+        run,
+        role="tool",
+        tool_call_id=call.get("id"),
+        name=name or None,
+        content=prompts.INTERRUPTED_TOOL_RESULT,
+        kind="healed",
+        description=f"healed: {name} was interrupted",
+        goal_id=run.trace.current_goal_id,
+    )
+
+
+def new_message(run: _Run, **fields: Any) -> Message:
+    """An unsaved message taking the trace's next sequence."""
+    sequence = run.store.next_sequence()
+    return Message(
+        message_id=Message.make_id(run.trace.trace_id, sequence),
+        trace_id=run.trace.trace_id,
+        sequence=sequence,
+        **fields,
+    )
+
+
+def sanitize_history(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """G2 at load: drop tool rows with no matching call; placeholder results for
+    calls left unanswered in the middle of the path (the tail is healed for real)."""
+    out: list[dict[str, Any]] = []
+    open_ids: dict[str, str] = {}
+    for message in messages:
+        if message["role"] == "tool":
+            if message.get("tool_call_id") not in open_ids:
+                continue
+            open_ids.pop(message["tool_call_id"])
+        else:
+            if open_ids and message["role"] != "tool":
+                for call_id, name in open_ids.items():
+                    out.append({"role": "tool", "tool_call_id": call_id, "name": name, "content": prompts.INTERRUPTED_TOOL_RESULT})
+                open_ids = {}
+            for call in message.get("tool_calls") or ():
+                open_ids[call.get("id")] = (call.get("function") or {}).get("name", "")
+        out.append(message)
+    return out

@@ -1,0 +1,203 @@
+"""RunStore: every write a run makes, fenced by its lease token (D6, W5).
+
+The run keeps the trace row in memory and writes it back with
+`UPDATE ... WHERE run_token = <ours>`: a run that lost its lease (another worker
+claimed the trace) writes nothing, and its transaction rolls back whole.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from traces import events as event_bus
+from traces.goal_tree import GoalTree
+from traces.models import Message, Trace, TraceEvent, TraceStatus
+from traces.runner.config import LeaseLost, RunConflict, TraceNotFound
+
+TRACE_FIELDS = [
+    "name",
+    "status",
+    "task",
+    "model",
+    "tools",
+    "llm_params",
+    "context",
+    "current_goal_id",
+    "total_messages",
+    "total_tokens",
+    "total_prompt_tokens",
+    "total_completion_tokens",
+    "total_cost",
+    "total_duration_ms",
+    "last_sequence",
+    "head_sequence",
+    "last_event_id",
+    "result_summary",
+    "error_message",
+    "completed_at",
+    "updated_at",
+    "heartbeat_at",
+]
+
+
+def worker_identity() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
+
+
+def trace_claim(*, trace_id: str, owner: str) -> Trace:
+    """Take the run lease of a trace, or raise RunConflict if a live run holds it.
+
+    A lease is free when the trace is not running, or when its heartbeat is older
+    than AGENT_LEASE_SECONDS (the worker that held it is presumed dead).
+    """
+    now = timezone.now()
+    stale = now - timedelta(seconds=settings.AGENT_LEASE_SECONDS)
+    free = ~Q(status=TraceStatus.RUNNING) | Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=stale)
+    claimed = (
+        Trace.objects.filter(pk=trace_id)
+        .filter(free)
+        .update(
+            status=TraceStatus.RUNNING,
+            run_token=F("run_token") + 1,
+            run_owner=owner,
+            heartbeat_at=now,
+            stop_requested=False,
+            error_message=None,
+            completed_at=None,
+            updated_at=now,
+        )
+    )
+    if claimed:
+        return Trace.objects.get(pk=trace_id)
+    holder = Trace.objects.filter(pk=trace_id).values("run_owner", "heartbeat_at").first()
+    if holder is None:
+        raise TraceNotFound(f"trace {trace_id!r} does not exist")
+    age = (now - holder["heartbeat_at"]).total_seconds() if holder["heartbeat_at"] else 0
+    raise RunConflict(
+        f"trace {trace_id!r} is already running (worker {holder['run_owner'] or '?'}, "
+        f"last heartbeat {age:.0f} s ago); stop it first or wait for it to finish"
+    )
+
+
+class RunStore:
+    """Buffers one step's messages and events and commits them with the trace row."""
+
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+        self.token = trace.run_token
+        self.goal_tree: GoalTree | None = None
+        self._messages: list[Message] = []
+        self._events: list[TraceEvent] = []
+
+    # --- buffering -------------------------------------------------------------
+
+    def emit(self, event_type: str, payload: dict[str, Any] | None = None) -> None:
+        self.trace.last_event_id += 1
+        self._events.append(
+            TraceEvent(
+                trace_id=self.trace.trace_id,
+                event_id=self.trace.last_event_id,
+                type=event_type,
+                payload=payload or {},
+                created_at=timezone.now(),
+            )
+        )
+
+    def next_sequence(self) -> int:
+        self.trace.last_sequence += 1
+        return self.trace.last_sequence
+
+    def add_message(self, message: Message) -> Message:
+        """Buffer `message` as the new head; counts it in the trace totals."""
+        trace = self.trace
+        trace.head_sequence = message.sequence
+        trace.total_messages += 1
+        prompt = message.prompt_tokens or 0
+        completion = message.completion_tokens or 0
+        trace.total_prompt_tokens += prompt
+        trace.total_completion_tokens += completion
+        trace.total_tokens += prompt + completion
+        trace.total_cost = round(trace.total_cost + (message.cost or 0.0), 10)
+        trace.total_duration_ms += message.duration_ms or 0
+        if self.goal_tree is not None:
+            self.goal_tree.record_stats(
+                message.goal_id,
+                prompt_tokens=prompt,
+                completion_tokens=completion,
+                cost=message.cost,
+                duration_ms=message.duration_ms or 0,
+            )
+        self._messages.append(message)
+        self.emit("message", message_payload(message))
+        return message
+
+    # --- writing ---------------------------------------------------------------
+
+    def commit(self) -> None:
+        """Write buffered rows and the trace in one transaction, fenced by our token."""
+        trace = self.trace
+        now = timezone.now()
+        trace.updated_at = now
+        trace.heartbeat_at = now
+        with transaction.atomic():
+            if self._messages:
+                Message.objects.bulk_create(self._messages)
+            if self._events:
+                TraceEvent.objects.bulk_create(self._events)
+            if self.goal_tree is not None:
+                self.goal_tree.flush()
+            updated = Trace.objects.filter(pk=trace.pk, run_token=self.token).update(
+                **{f: getattr(trace, f) for f in TRACE_FIELDS}
+            )
+            if not updated:
+                raise LeaseLost(f"trace {trace.pk!r} was claimed by another run; stopping this one")
+            if self._events:
+                published = [event_bus.event_dict(e) for e in self._events]
+                transaction.on_commit(lambda: event_bus.publish(trace.pk, published))
+        self._messages = []
+        self._events = []
+
+    def heartbeat(self) -> bool:
+        """Refresh the lease; returns whether a stop was requested meanwhile."""
+        now = timezone.now()
+        row = Trace.objects.filter(pk=self.trace.pk, run_token=self.token)
+        if not row.update(heartbeat_at=now):
+            raise LeaseLost(f"trace {self.trace.pk!r} was claimed by another run; stopping this one")
+        self.trace.heartbeat_at = now
+        return bool(row.values_list("stop_requested", flat=True).first())
+
+    def release(self) -> None:
+        """Give the lease up (the trace keeps its final status)."""
+        Trace.objects.filter(pk=self.trace.pk, run_token=self.token).update(run_owner="")
+
+
+def message_payload(message: Message) -> dict[str, Any]:
+    """A message as events and the API show it."""
+    return {
+        "message_id": message.message_id,
+        "sequence": message.sequence,
+        "parent_sequence": message.parent_sequence,
+        "role": message.role,
+        "goal_id": message.goal_id,
+        "kind": message.kind,
+        "description": message.description,
+        "content": message.content,
+        "tool_calls": message.tool_calls,
+        "tool_call_id": message.tool_call_id,
+        "name": message.name,
+        "prompt_tokens": message.prompt_tokens,
+        "completion_tokens": message.completion_tokens,
+        "cost": message.cost,
+        "duration_ms": message.duration_ms,
+        "finish_reason": message.finish_reason,
+        "created_at": message.created_at.isoformat() if message.created_at else None,
+    }

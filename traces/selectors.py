@@ -1,0 +1,52 @@
+"""Reads of traces: main path, branches, listings."""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+
+from traces.models import Goal, Message, Trace, TraceEvent
+
+# The main path is the chain from the head up `parent_sequence` to the root, read
+# in ONE query. `parent_sequence < sequence` holds for every stored message (new
+# messages always take last_sequence + 1), and guards against a corrupted cycle.
+_MAIN_PATH_SQL = """
+WITH RECURSIVE path(seq, depth) AS (
+    SELECT %s, 0
+    UNION ALL
+    SELECT m.parent_sequence, path.depth + 1
+    FROM traces_message m
+    JOIN path ON m.trace_id = %s AND m.sequence = path.seq
+    WHERE m.parent_sequence IS NOT NULL AND m.parent_sequence < m.sequence
+)
+SELECT m.* FROM traces_message m
+JOIN path ON m.trace_id = %s AND m.sequence = path.seq
+ORDER BY path.depth DESC
+"""
+
+
+def trace_main_path(*, trace_id: str, head_sequence: int | None = None) -> list[Message]:
+    """Messages from the root to `head_sequence` (default: the trace's head), in order."""
+    if head_sequence is None:
+        head_sequence = (
+            Trace.objects.filter(pk=trace_id).values_list("head_sequence", flat=True).first() or 0
+        )
+    if not head_sequence:
+        return []
+    return list(Message.objects.raw(_MAIN_PATH_SQL, [head_sequence, trace_id, trace_id]))
+
+
+def trace_messages(*, trace_id: str) -> QuerySet[Message]:
+    """Every message of the trace, branches included, by sequence."""
+    return Message.objects.filter(trace_id=trace_id).order_by("sequence")
+
+
+def trace_goals(*, trace_id: str) -> QuerySet[Goal]:
+    return Goal.objects.filter(trace_id=trace_id).order_by("position")
+
+
+def trace_events(*, trace_id: str, since: int = 0) -> QuerySet[TraceEvent]:
+    return TraceEvent.objects.filter(trace_id=trace_id, event_id__gt=since).order_by("event_id")
+
+
+def trace_get(*, trace_id: str) -> Trace | None:
+    return Trace.objects.filter(pk=trace_id).first()
