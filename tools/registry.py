@@ -245,7 +245,7 @@ def _parse_arguments(arguments: str | dict[str, Any] | None) -> dict[str, Any]:
     try:
         parsed = json.loads(arguments)
     except json.JSONDecodeError as exc:
-        raise ToolError(f"arguments are not valid JSON ({exc.msg} at position {exc.pos})")
+        raise ToolError(f"arguments are not valid JSON ({exc.msg} at position {exc.pos})") from exc
     if not isinstance(parsed, dict):
         raise ToolError("arguments must be a JSON object")
     return parsed
