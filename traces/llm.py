@@ -172,7 +172,9 @@ def _tool_calls(message: Any) -> list[dict[str, Any]]:
         function = call.function if hasattr(call, "function") else call["function"]
         name = getattr(function, "name", None) if not isinstance(function, dict) else function.get("name")
         arguments = (
-            getattr(function, "arguments", None) if not isinstance(function, dict) else function.get("arguments")
+            getattr(function, "arguments", None)
+            if not isinstance(function, dict)
+            else function.get("arguments")
         )
         call_id = getattr(call, "id", None) if not isinstance(call, dict) else call.get("id")
         calls.append(
@@ -233,7 +235,7 @@ class LLMClient:
         started = time.perf_counter()
         try:
             if stream:
-                response, streamed = self._stream(litellm, kwargs, on_token), True
+                response, streamed = self._stream(litellm, kwargs, on_token)
             else:
                 response, streamed = self._with_retries(litellm.completion, kwargs), False
         except Exception as exc:
@@ -262,11 +264,16 @@ class LLMClient:
                 if attempt >= self.retries or not _retryable(exc):
                     raise
                 delay = _retry_delay(exc, attempt)
-                logger.warning("%s; retry %d of %d in %.1fs", _describe(exc), attempt + 1, self.retries, delay)
+                logger.warning(
+                    "%s; retry %d of %d in %.1fs", _describe(exc), attempt + 1, self.retries, delay
+                )
                 time.sleep(delay)
         raise AssertionError("unreachable")
 
-    def _stream(self, litellm: Any, kwargs: dict[str, Any], on_token: Callable[[str], None] | None) -> Any:
+    def _stream(
+        self, litellm: Any, kwargs: dict[str, Any], on_token: Callable[[str], None] | None
+    ) -> tuple[Any, bool]:
+        """The assembled response, and whether it really was streamed (False after G3's fallback)."""
         chunks = []
         stream_kwargs = {**kwargs, "stream": True, "stream_options": {"include_usage": True}}
         try:
@@ -281,8 +288,8 @@ class LLMClient:
                 raise  # a busy provider was already retried; a plain call would not fare better
             # G3: a stream that fails before its first chunk falls back to a plain call.
             logger.warning("streaming failed (%s); falling back to a plain call", _describe(exc))
-            return self._with_retries(litellm.completion, kwargs)
-        return litellm.stream_chunk_builder(chunks, messages=kwargs["messages"])
+            return self._with_retries(litellm.completion, kwargs), False
+        return litellm.stream_chunk_builder(chunks, messages=kwargs["messages"]), True
 
 
 def _retryable(exc: Exception) -> bool:
