@@ -138,9 +138,7 @@ def _database() -> dict:
         "OPTIONS": {
             # WAL lets the ASGI server read while a worker writes; IMMEDIATE
             # transactions take the write lock up front instead of failing late.
-            "init_command": (
-                "PRAGMA journal_mode=WAL;PRAGMA synchronous=NORMAL;PRAGMA busy_timeout=20000;"
-            ),
+            "init_command": ("PRAGMA journal_mode=WAL;PRAGMA synchronous=NORMAL;PRAGMA busy_timeout=20000;"),
             "transaction_mode": "IMMEDIATE",
             "timeout": 20,
         },

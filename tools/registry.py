@@ -38,6 +38,9 @@ class Tool:
     read_only: bool = True
     timeout: float | None = None
     is_async: bool = False
+    # Inline tools run in the run's own thread, untimed: they change the run's
+    # in-memory state (the goal tree) and must share its database connection.
+    inline: bool = False
     param_names: list[str] = field(default_factory=list)
 
     def schema(self) -> dict[str, Any]:
@@ -115,6 +118,7 @@ def build_tool(
     risk: str = "safe",
     read_only: bool = True,
     timeout: float | None = None,
+    inline: bool = False,
 ) -> Tool:
     if risk not in RISK_LEVELS:
         raise ValueError(f"risk must be one of {RISK_LEVELS}")
@@ -151,6 +155,7 @@ def build_tool(
         read_only=read_only,
         timeout=timeout,
         is_async=inspect.iscoroutinefunction(func),
+        inline=inline,
         param_names=param_names,
     )
 
@@ -218,7 +223,7 @@ class ToolRegistry:
             return _error(f"Invalid arguments for {name}: missing {', '.join(missing)}.")
         if tool.context_param:
             kwargs[tool.context_param] = ctx
-        limit = timeout or tool.timeout
+        limit = None if tool.inline else (tool.timeout or timeout)
         try:
             result = _call(tool, kwargs, limit)
         except ToolError as exc:
@@ -305,13 +310,20 @@ def tool(
     risk: str = "safe",
     read_only: bool = True,
     timeout: float | None = None,
+    inline: bool = False,
     registry: ToolRegistry | None = None,
 ) -> Any:
     """Register a function as a tool. Usable bare (`@tool`) or with options."""
 
     def decorate(f: Callable[..., Any]) -> Callable[..., Any]:
         built = build_tool(
-            f, name=name, description=description, risk=risk, read_only=read_only, timeout=timeout
+            f,
+            name=name,
+            description=description,
+            risk=risk,
+            read_only=read_only,
+            timeout=timeout,
+            inline=inline,
         )
         (registry or default_registry).register(built)
         f.tool = built  # type: ignore[attr-defined]

@@ -94,7 +94,9 @@ class GoalTree:
         for display, goal in self.walk():
             if display == ref:
                 return goal
-        raise GoalError(f"no goal {ref!r}; existing goals: {', '.join(self.display_ids().values()) or 'none'}")
+        raise GoalError(
+            f"no goal {ref!r}; existing goals: {', '.join(self.display_ids().values()) or 'none'}"
+        )
 
     def ancestors(self, goal: Goal) -> Iterator[Goal]:
         parent = self.goals.get(goal.parent_id or "")
@@ -313,9 +315,7 @@ class GoalTree:
         for display, goal in self.walk():
             depth = display.count(".")
             marker = "  <- current" if goal.goal_id == self.current_id else ""
-            lines.append(
-                f"{'  ' * depth}{display}. [{STATUS_MARK[goal.status]}] {goal.description}{marker}"
-            )
+            lines.append(f"{'  ' * depth}{display}. [{STATUS_MARK[goal.status]}] {goal.description}{marker}")
             if include_summary and goal.summary and goal.status in CLOSED:
                 lines.append(f"{'  ' * (depth + 1)}summary: {goal.summary}")
         if not self.goals:

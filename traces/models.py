@@ -26,9 +26,7 @@ class Trace(models.Model):
 
     trace_id = models.CharField(max_length=255, primary_key=True)
     name = models.CharField(max_length=200, blank=True, default="")
-    mode = models.CharField(
-        max_length=10, choices=[("call", "call"), ("agent", "agent")], default="agent"
-    )
+    mode = models.CharField(max_length=10, choices=[("call", "call"), ("agent", "agent")], default="agent")
     prompt_name = models.CharField(max_length=200, blank=True, null=True)
     task = models.TextField(blank=True, null=True)
     agent_type = models.CharField(max_length=100, blank=True, null=True, default="default")

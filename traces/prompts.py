@@ -12,9 +12,7 @@ plan current; it is shown back to you periodically.
 When the task is finished, answer with a final message that states the result, without
 calling a tool."""
 
-NAME_PROMPT = (
-    "Give a short title (at most 8 words, no quotes, no trailing period) for this task:\n\n{task}"
-)
+NAME_PROMPT = "Give a short title (at most 8 words, no quotes, no trailing period) for this task:\n\n{task}"
 
 INTERRUPTED_TOOL_RESULT = (
     "[interrupted] This tool call did not finish: the run was stopped or its worker "

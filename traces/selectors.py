@@ -27,9 +27,7 @@ ORDER BY path.depth DESC
 def trace_main_path(*, trace_id: str, head_sequence: int | None = None) -> list[Message]:
     """Messages from the root to `head_sequence` (default: the trace's head), in order."""
     if head_sequence is None:
-        head_sequence = (
-            Trace.objects.filter(pk=trace_id).values_list("head_sequence", flat=True).first() or 0
-        )
+        head_sequence = Trace.objects.filter(pk=trace_id).values_list("head_sequence", flat=True).first() or 0
     if not head_sequence:
         return []
     return list(Message.objects.raw(_MAIN_PATH_SQL, [head_sequence, trace_id, trace_id]))

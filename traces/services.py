@@ -10,6 +10,4 @@ def trace_request_stop(*, trace_id: str) -> bool:
 
     Returns False when the trace is not running (nothing to stop).
     """
-    return bool(
-        Trace.objects.filter(pk=trace_id, status=TraceStatus.RUNNING).update(stop_requested=True)
-    )
+    return bool(Trace.objects.filter(pk=trace_id, status=TraceStatus.RUNNING).update(stop_requested=True))

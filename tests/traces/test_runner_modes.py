@@ -81,7 +81,9 @@ def test_rewind_hangs_new_text_from_the_cut_and_keeps_the_old_branch(runner, llm
     old_messages = Message.objects.filter(trace_id=first.trace_id).count()
     llm.script("scripted", ["rewound answer"])
 
-    result = runner.run_result(user("do something else"), RunConfig(trace_id=first.trace_id, after_sequence=2))
+    result = runner.run_result(
+        user("do something else"), RunConfig(trace_id=first.trace_id, after_sequence=2)
+    )
 
     path = conversation(first.trace_id)
     assert [m.sequence for m in path][:2] == [1, 2]
@@ -95,7 +97,10 @@ def test_rewind_hangs_new_text_from_the_cut_and_keeps_the_old_branch(runner, llm
     assert Message.objects.filter(trace_id=first.trace_id, sequence__lte=old_messages).count() == old_messages
     assert not {3, 4, 5} & set(sequences(path))
     request = llm.requests_for("scripted")[-1]
-    assert [m["content"] for m in request.messages if m["role"] == "user"] == ["write notes", "do something else"]
+    assert [m["content"] for m in request.messages if m["role"] == "user"] == [
+        "write notes",
+        "do something else",
+    ]
 
 
 def test_regenerate_reruns_from_the_cut_without_new_messages(runner, llm):
@@ -124,7 +129,11 @@ def test_rewind_to_a_side_branch_message_is_refused_and_changes_nothing(runner, 
         runner.run_result(user("three"), RunConfig(trace_id=first.trace_id, after_sequence=99))
 
     after = Trace.objects.get(pk=first.trace_id)
-    assert (after.status, after.head_sequence, after.last_sequence) == ("completed", before.head_sequence, before.last_sequence)
+    assert (after.status, after.head_sequence, after.last_sequence) == (
+        "completed",
+        before.head_sequence,
+        before.last_sequence,
+    )
     assert after.run_owner == ""
 
 

@@ -32,7 +32,8 @@ TITLE_COMMAND_CHARS = 60
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
-@tool(risk="risky", read_only=False)
+# inline: bash enforces its own timeout and kills the process group itself.
+@tool(risk="risky", read_only=False, inline=True)
 def bash(ctx: ToolContext, command: str, timeout: float | None = None) -> ToolResult:
     """Run a shell command with bash in the workspace and return its exit code and output.
 

@@ -9,7 +9,7 @@ from tools.registry import tool
 from traces.goal_tree import GoalError
 
 
-@tool
+@tool(inline=True)
 def goal(
     action: Literal["add", "under", "after", "focus", "done", "abandon"],
     ctx: ToolContext,

@@ -26,7 +26,15 @@ from tools.models import ToolContext
 from tools.registry import Tool, ToolRegistry, load_builtin_tools
 from traces import prompts
 from traces.goal_tree import GoalTree
-from traces.llm import LLMClient, LLMError, LLMResponse, ModelNotConfigured, ModelSettings, agent_model, utility_model
+from traces.llm import (
+    LLMClient,
+    LLMError,
+    LLMResponse,
+    ModelNotConfigured,
+    ModelSettings,
+    agent_model,
+    utility_model,
+)
 from traces.models import Message, Trace, TraceStatus
 from traces.runner.config import InvalidRun, LeaseLost, RunConfig, RunError, RunResult
 from traces.runner.prepare import (
@@ -97,7 +105,9 @@ class AgentRunner:
 
     # --- public API --------------------------------------------------------------
 
-    def run(self, messages: list[dict[str, Any]] | None, config: RunConfig | None = None) -> Iterator[Trace | Message]:
+    def run(
+        self, messages: list[dict[str, Any]] | None, config: RunConfig | None = None
+    ) -> Iterator[Trace | Message]:
         """Run (new, continue, rewind or regenerate) and yield the trace and each message."""
         config = config or RunConfig()
         run = self._prepare(validate_messages(messages), config)
@@ -197,11 +207,15 @@ class AgentRunner:
         except ModelNotConfigured as exc:
             raise InvalidRun(str(exc)) from None
 
-    def _new_run(self, trace: Trace, config: RunConfig, preset: AgentPreset, tools: list[Tool], model: ModelSettings) -> _Run:
+    def _new_run(
+        self, trace: Trace, config: RunConfig, preset: AgentPreset, tools: list[Tool], model: ModelSettings
+    ) -> _Run:
         from tools.workspace import workspace_for
 
         store = RunStore(trace)
-        goal_tree = GoalTree.load(trace, emit=store.emit) if trace.last_sequence else GoalTree(trace, [], store.emit)
+        goal_tree = (
+            GoalTree.load(trace, emit=store.emit) if trace.last_sequence else GoalTree(trace, [], store.emit)
+        )
         store.goal_tree = goal_tree
         params = dict(trace.llm_params or {})
         temperature = config.temperature if config.temperature is not None else preset.temperature
@@ -223,7 +237,9 @@ class AgentRunner:
             context_every=config.context_every or settings.AGENT_CONTEXT_EVERY,
         )
 
-    def _prepare_new(self, messages: list[dict[str, Any]], config: RunConfig, preset: AgentPreset, tools: list[Tool]) -> _Run:
+    def _prepare_new(
+        self, messages: list[dict[str, Any]], config: RunConfig, preset: AgentPreset, tools: list[Tool]
+    ) -> _Run:
         model = self._model(config.model)
         trace = new_trace(messages, config, model=model.model, owner=self.worker_id)
         trace.tools = [t.schema() for t in tools]
@@ -273,7 +289,9 @@ class AgentRunner:
                 dropped = run.goal_tree.rebuild_at(cut.created_at)
             run.store.emit("goal_tree_rebuilt", {"dropped_goal_ids": dropped})
             trace.head_sequence = cut.sequence
-        run.store.emit("run_started", {"mode": mode, "model": model.model, "after_sequence": config.after_sequence})
+        run.store.emit(
+            "run_started", {"mode": mode, "model": model.model, "after_sequence": config.after_sequence}
+        )
         run.llm_messages = sanitize_history([m.to_llm_dict() for m in plan.kept])
         run.pending_calls = plan.pending_calls
         for call in plan.missing_calls:
@@ -527,7 +545,9 @@ def build_context_injection(trace: Trace, goal_tree: GoalTree | None, hooks: lis
         lines = ["## Active Collaborators"]
         for c in collaborators:
             summary = f": {c['summary']}" if c.get("summary") else ""
-            lines.append(f"- {c.get('name', '?')} [{c.get('type', 'agent')}, {c.get('status', '?')}]{summary}")
+            lines.append(
+                f"- {c.get('name', '?')} [{c.get('type', 'agent')}, {c.get('status', '?')}]{summary}"
+            )
         parts.append("\n".join(lines))
     for hook in hooks:
         try:
@@ -585,7 +605,14 @@ def sanitize_history(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         else:
             if open_ids and message["role"] != "tool":
                 for call_id, name in open_ids.items():
-                    out.append({"role": "tool", "tool_call_id": call_id, "name": name, "content": prompts.INTERRUPTED_TOOL_RESULT})
+                    out.append(
+                        {
+                            "role": "tool",
+                            "tool_call_id": call_id,
+                            "name": name,
+                            "content": prompts.INTERRUPTED_TOOL_RESULT,
+                        }
+                    )
                 open_ids = {}
             for call in message.get("tool_calls") or ():
                 open_ids[call.get("id")] = (call.get("function") or {}).get("name", "")

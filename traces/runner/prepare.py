@@ -40,11 +40,19 @@ def validate_messages(messages: Any) -> list[dict[str, Any]]:
             raise InvalidRun(f"{where} ({role}) has no content")
         if role == "tool" and not message.get("tool_call_id"):
             raise InvalidRun(f"{where} (tool) needs a tool_call_id")
-        if role == "assistant" and message.get("tool_calls") is not None and not isinstance(
-            message.get("tool_calls"), list
+        if (
+            role == "assistant"
+            and message.get("tool_calls") is not None
+            and not isinstance(message.get("tool_calls"), list)
         ):
             raise InvalidRun(f"{where}.tool_calls must be a list")
-        clean.append({k: v for k, v in message.items() if k in ("role", "content", "tool_calls", "tool_call_id", "name")})
+        clean.append(
+            {
+                k: v
+                for k, v in message.items()
+                if k in ("role", "content", "tool_calls", "tool_call_id", "name")
+            }
+        )
     return clean
 
 
@@ -53,7 +61,9 @@ def text_of(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+        return "\n".join(
+            p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"
+        )
     return ""
 
 

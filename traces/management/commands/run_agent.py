@@ -28,9 +28,13 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("task", nargs="?", default="", help="the task, or the new message for --trace")
         parser.add_argument("--model", help="litellm model string (default: AGENT_MODEL)")
-        parser.add_argument("--preset", default="default", help="agent preset (default, explore, analyst, ...)")
+        parser.add_argument(
+            "--preset", default="default", help="agent preset (default, explore, analyst, ...)"
+        )
         parser.add_argument("--trace", dest="trace_id", help="continue this trace instead of starting one")
-        parser.add_argument("--after", type=int, dest="after_sequence", help="rewind: run after this message sequence")
+        parser.add_argument(
+            "--after", type=int, dest="after_sequence", help="rewind: run after this message sequence"
+        )
         parser.add_argument("--max-iterations", type=int, help="step limit for this run")
         parser.add_argument("--name", help="display name of a new trace")
         parser.add_argument("--no-stream", action="store_true", help="plain model calls instead of streaming")
@@ -92,7 +96,9 @@ class Command(BaseCommand):
             text = (message.content or "").strip()
             for call in message.tool_calls or ():
                 function = call.get("function") or {}
-                text += f"\n           -> {function.get('name')}({_clip(function.get('arguments') or '', 200)})"
+                text += (
+                    f"\n           -> {function.get('name')}({_clip(function.get('arguments') or '', 200)})"
+                )
             self.stdout.write(f"{self.style.SUCCESS(label)} {text.strip()}")
         elif message.role == "tool":
             style = self.style.ERROR if message.kind in ("tool_error", "healed") else self.style.NOTICE
@@ -110,8 +116,8 @@ class Command(BaseCommand):
         if trace.error_message:
             self.stdout.write(self.style.ERROR(trace.error_message))
         self.stdout.write(
-            f"continue:  python manage.py run_agent --trace {trace.trace_id} \"next message\"\n"
-            f"rewind:    python manage.py run_agent --trace {trace.trace_id} --after N \"new text\""
+            f'continue:  python manage.py run_agent --trace {trace.trace_id} "next message"\n'
+            f'rewind:    python manage.py run_agent --trace {trace.trace_id} --after N "new text"'
         )
 
 
