@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+import pytest
+
+from tests.scripted_llm import Reply, ToolCall
+from traces.models import Trace
+from traces.runner import RunConfig
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def expert_client(client, django_user_model):
+    user = django_user_model.objects.create_superuser("expert", "expert@example.com", "pw-expert-123")
+    client.force_login(user)
+    return client
+
+
+def test_admin_lists_and_shows_a_trace_with_its_goals_and_messages(expert_client, runner, llm):
+    llm.script(
+        "scripted",
+        [Reply(tool_calls=[ToolCall("goal", {"action": "add", "description": "Plan it"})]), Reply(text="ok")],
+    )
+    result = runner.run_result([{"role": "user", "content": "admin check"}], RunConfig(name="Admin check"))
+
+    listing = expert_client.get("/admin/traces/trace/?status__exact=completed")
+    assert listing.status_code == 200 and b"Admin check" in listing.content
+    detail = expert_client.get(f"/admin/traces/trace/{result.trace_id}/change/")
+    assert detail.status_code == 200 and b"Plan it" in detail.content
+    messages = expert_client.get(f"/admin/traces/message/?q={result.trace_id}")
+    assert messages.status_code == 200 and f"{result.trace_id}-0003".encode() in messages.content
+    events = expert_client.get("/admin/traces/traceevent/?type__exact=final")
+    assert events.status_code == 200 and result.trace_id.encode() in events.content
+
+
+def test_admin_stop_action_flags_running_traces(expert_client):
+    trace = Trace.objects.create(trace_id="t-run", status="running")
+    done = Trace.objects.create(trace_id="t-done", status="completed")
+    response = expert_client.post(
+        "/admin/traces/trace/",
+        {"action": "stop_traces", "_selected_action": [trace.pk, done.pk]},
+        follow=True,
+    )
+    assert response.status_code == 200 and b"Asked 1 running trace" in response.content
+    assert Trace.objects.get(pk="t-run").stop_requested
+    assert not Trace.objects.get(pk="t-done").stop_requested
