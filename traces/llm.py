@@ -220,8 +220,8 @@ class LLMClient:
             "model": model.model,
             "messages": normalize_tool_call_ids(messages, model.model),
             "timeout": self.timeout,
-            # Retries are ours (`_with_retries`): litellm's own need tenacity, which it does
-            # not install, and would retry a 400 as eagerly as a 429.
+            # Retries are ours (`_with_retries`): litellm's would retry a 400 as eagerly
+            # as a 429, and could not honour our timeout budget.
             "num_retries": 0,
             "max_retries": 0,
             **(params or {}),
@@ -257,18 +257,22 @@ class LLMClient:
 
     def _with_retries(self, call: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
         """`call(**kwargs)`, retried with backoff on rate limits and transient errors (L3)."""
-        for attempt in range(self.retries + 1):
-            try:
-                return call(**kwargs)
-            except Exception as exc:
-                if attempt >= self.retries or not _retryable(exc):
-                    raise
-                delay = _retry_delay(exc, attempt)
-                logger.warning(
-                    "%s; retry %d of %d in %.1fs", _describe(exc), attempt + 1, self.retries, delay
-                )
-                time.sleep(delay)
-        raise AssertionError("unreachable")
+        import tenacity
+
+        retrying = tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(self.retries + 1),
+            retry=tenacity.retry_if_exception(_retryable),
+            wait=lambda state: _retry_delay(state.outcome.exception(), state.attempt_number - 1),
+            before_sleep=lambda state: logger.warning(
+                "%s; retry %d of %d in %.1fs",
+                _describe(state.outcome.exception()),
+                state.attempt_number,
+                self.retries,
+                state.next_action.sleep if state.next_action else 0.0,
+            ),
+            reraise=True,
+        )
+        return retrying(call, **kwargs)
 
     def _stream(
         self, litellm: Any, kwargs: dict[str, Any], on_token: Callable[[str], None] | None
