@@ -199,6 +199,8 @@ AGENT_STOP_POLL_SECONDS = env_float("AGENT_STOP_POLL_SECONDS", 0.25, minimum=0.0
 # --- Service: API, channels, workers ----------------------------------------
 
 REDIS_URL = env_str("REDIS_URL")
+# Largest API request body; bigger ones get 413 (W6).
+AGENT_MAX_REQUEST_BYTES = env_int("AGENT_MAX_REQUEST_BYTES", 1024 * 1024, minimum=1024)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -209,6 +211,7 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
+    "EXCEPTION_HANDLER": "traces.api.errors.api_exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "agentsite API",

@@ -1,8 +1,54 @@
-"""Writes on traces that callers outside the runner make (stop, ...)."""
+"""Writes on traces that callers outside the runner make: start, continue, stop.
+
+The API and the admin call these; they never run the agent loop (W1). Each one
+checks synchronously everything that can be refused, so a bad request gets its
+400/404/409 at once, then reserves the trace and enqueues `traces.tasks.run_trace`
+for a django-q2 worker after the transaction commits.
+
+Reservation (W5). A queued run is a trace in status `running` with no heartbeat
+yet and a fresh `run_token`:
+
+- a second request finds status `running` and gets 409 immediately, before any
+  worker has picked the first one up;
+- the reservation is a compare-and-swap on `run_token` (every claim and every
+  reservation moves it on), so two racing requests cannot both reserve, and a
+  run that started and ended between our checks and the reservation makes the
+  checks stale and the reservation fail (409) instead of running on them;
+- the worker claims exactly that token (`trace_claim(reserved_token=...)`), so a
+  duplicate delivery of the task, or a delivery after the reservation was
+  stopped, claims nothing and does nothing;
+- a new trace's row is created here, already reserved (token 1), so
+  `GET /api/traces/{id}` works as soon as `POST /api/traces` returns; the runner
+  adopts the row instead of inserting it.
+"""
 
 from __future__ import annotations
 
-from traces.models import Trace, TraceStatus
+from dataclasses import asdict
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F, QuerySet
+from django.utils import timezone
+
+from memory.presets import UnknownPreset, get_preset
+from traces import events as event_bus
+from traces.llm import ModelNotConfigured, agent_model
+from traces.models import Trace, TraceEvent, TraceStatus
+from traces.runner import InvalidRun, RunConfig, RunConflict, TraceNotFound
+from traces.runner.prepare import new_trace_id, plan_existing, text_of, validate_messages
+from traces.selectors import trace_main_path
+
+RUN_TASK = "traces.tasks.run_trace"
+
+
+def traces_visible_to(user: Any) -> QuerySet[Trace]:
+    """The traces `user` may see and steer: staff see all, others their own (W4)."""
+    if not getattr(user, "is_authenticated", False):
+        return Trace.objects.none()
+    if user.is_staff:
+        return Trace.objects.all()
+    return Trace.objects.filter(owner_id=user.pk)
 
 
 def trace_request_stop(*, trace_id: str) -> bool:
@@ -11,3 +57,233 @@ def trace_request_stop(*, trace_id: str) -> bool:
     Returns False when the trace is not running (nothing to stop).
     """
     return bool(Trace.objects.filter(pk=trace_id, status=TraceStatus.RUNNING).update(stop_requested=True))
+
+
+def trace_start(
+    *,
+    user: Any,
+    messages: list[dict[str, Any]] | None,
+    model: str | None = None,
+    preset: str | None = None,
+    name: str | None = None,
+    uid: str | None = None,
+    context: dict[str, Any] | None = None,
+    tools: list[str] | None = None,
+) -> Trace:
+    """Create a new trace, reserved for a worker, and enqueue its run.
+
+    Raises InvalidRun (400) for malformed messages, an unknown preset or tool, or
+    no model configured. Returns the created trace (status running, no messages yet).
+    """
+    clean = validate_messages(messages)
+    first_user = next((m for m in clean if m["role"] == "user"), None)
+    if first_user is None:
+        raise InvalidRun("a new run needs at least one user message")
+    agent_type = preset or "default"
+    _check_preset(agent_type)
+    _check_tools(tools)
+    model_name = _check_model(model)
+    if context is not None and not isinstance(context, dict):
+        raise InvalidRun("context must be a JSON object")
+    config = RunConfig(
+        model=model,
+        tools=tools,
+        agent_type=agent_type,
+        uid=uid,
+        name=name,
+        owner_id=user.pk,
+        context=dict(context or {}),
+        new_trace_id=new_trace_id(),
+        reserved_token=1,
+    )
+    now = timezone.now()
+    with transaction.atomic():
+        trace = Trace.objects.create(
+            trace_id=config.new_trace_id,
+            name=(name or "")[:200],
+            task=text_of(first_user.get("content")),
+            agent_type=agent_type,
+            status=TraceStatus.RUNNING,
+            owner_id=user.pk,
+            uid=uid,
+            model=model_name,
+            context=config.context,
+            created_at=now,
+            updated_at=now,
+            run_token=config.reserved_token,
+            heartbeat_at=None,
+        )
+        _enqueue(trace.trace_id, clean, config)
+    return trace
+
+
+def trace_continue(
+    *,
+    user: Any,
+    trace_id: str,
+    messages: list[dict[str, Any]] | None,
+    after_sequence: int | None = None,
+) -> Trace:
+    """Continue, rewind or regenerate a trace (R2) in a worker.
+
+    Raises TraceNotFound (404) for an unknown trace or one `user` may not see,
+    RunConflict (409) while the trace runs or is queued, InvalidRun (400) for an
+    after_sequence off the main path, malformed messages or nothing to run.
+    """
+    trace = _trace_for(user, trace_id)
+    if trace.status == TraceStatus.RUNNING:
+        raise RunConflict(_running_reason(trace))
+    clean = validate_messages(messages)
+    if after_sequence is not None and (
+        isinstance(after_sequence, bool) or not isinstance(after_sequence, int)
+    ):
+        raise InvalidRun("after_sequence must be an integer message sequence or null")
+    _check_preset(trace.agent_type or "default")
+    _check_model(trace.model)
+    config = RunConfig(
+        trace_id=trace.trace_id,
+        after_sequence=after_sequence,
+        agent_type=trace.agent_type or "default",
+        reserved_token=trace.run_token + 1,
+        reserved_from=trace.status,
+    )
+    path = trace_main_path(trace_id=trace.trace_id, head_sequence=trace.head_sequence)
+    plan_existing(trace, path, clean, config, trace.status)
+    now = timezone.now()
+    with transaction.atomic():
+        reserved = (
+            Trace.objects.filter(pk=trace.pk, run_token=trace.run_token)
+            .exclude(status=TraceStatus.RUNNING)
+            .update(
+                status=TraceStatus.RUNNING,
+                run_token=config.reserved_token,
+                run_owner="",
+                heartbeat_at=None,
+                stop_requested=False,
+                error_message=None,
+                completed_at=None,
+                updated_at=now,
+            )
+        )
+        if not reserved:
+            raise RunConflict(
+                f"trace {trace.trace_id!r} was started by another request a moment ago; "
+                "wait for that run to finish or stop it"
+            )
+        _enqueue(trace.trace_id, clean, config)
+    trace.refresh_from_db()
+    return trace
+
+
+def trace_stop(*, user: Any, trace_id: str) -> Trace:
+    """Stop a running or queued trace (R5).
+
+    A run a worker holds is flagged and exits at its next checkpoint (within
+    AGENT_STOP_POLL_SECONDS even during a model call). A run still queued is
+    stopped here at once; its task then finds the reservation gone and does
+    nothing. Raises TraceNotFound (404), RunConflict (409) when not running.
+    """
+    trace = _trace_for(user, trace_id)
+    if trace.status != TraceStatus.RUNNING:
+        raise RunConflict(f"trace {trace.trace_id!r} is not running (status {trace.status}); nothing to stop")
+    if trace.heartbeat_at is None and _cancel_queued(trace):
+        trace.refresh_from_db()
+        return trace
+    if not trace_request_stop(trace_id=trace.trace_id):
+        trace.refresh_from_db()
+        raise RunConflict(
+            f"trace {trace.trace_id!r} finished (status {trace.status}) before it could be stopped"
+        )
+    trace.refresh_from_db()
+    return trace
+
+
+# --- helpers -------------------------------------------------------------------
+
+
+def _trace_for(user: Any, trace_id: str) -> Trace:
+    """The trace, if `user` may steer it; someone else's trace is 'not found' too."""
+    trace = traces_visible_to(user).filter(pk=trace_id).first()
+    if trace is None:
+        raise TraceNotFound(f"trace {trace_id!r} does not exist")
+    return trace
+
+
+def _running_reason(trace: Trace) -> str:
+    if trace.heartbeat_at is None:
+        return (
+            f"trace {trace.trace_id!r} already has a run queued for a worker; "
+            "wait for it to finish or stop it first"
+        )
+    age = (timezone.now() - trace.heartbeat_at).total_seconds()
+    return (
+        f"trace {trace.trace_id!r} is already running (worker {trace.run_owner or '?'}, "
+        f"last heartbeat {age:.0f} s ago); wait for it to finish or stop it first"
+    )
+
+
+def _check_preset(name: str) -> None:
+    try:
+        get_preset(name)
+    except UnknownPreset as exc:
+        raise InvalidRun(str(exc)) from None
+
+
+def _check_tools(names: list[str] | None) -> None:
+    if names is None:
+        return
+    from tools.registry import load_builtin_tools
+
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise InvalidRun("tools must be a list of tool names")
+    registry = load_builtin_tools()
+    unknown = [n for n in names if n not in registry]
+    if unknown:
+        raise InvalidRun(f"unknown tool(s): {', '.join(unknown)}; available: {', '.join(registry.names())}")
+
+
+def _check_model(model: str | None) -> str:
+    try:
+        return agent_model(model).model
+    except ModelNotConfigured as exc:
+        raise InvalidRun(str(exc)) from None
+
+
+def _enqueue(trace_id: str, messages: list[dict[str, Any]], config: RunConfig) -> None:
+    """Hand the run to a worker once the reservation is committed (caller is in a transaction)."""
+    from django_q.tasks import async_task
+
+    config_dict = {k: v for k, v in asdict(config).items() if k != "on_token"}
+    transaction.on_commit(
+        lambda: async_task(RUN_TASK, trace_id, messages, config_dict, task_name=f"run {trace_id}")
+    )
+
+
+def _cancel_queued(trace: Trace) -> bool:
+    """Stop a reservation no worker has claimed yet; False if a worker just did."""
+    now = timezone.now()
+    with transaction.atomic():
+        cancelled = Trace.objects.filter(
+            pk=trace.pk, status=TraceStatus.RUNNING, heartbeat_at__isnull=True, run_token=trace.run_token
+        ).update(
+            status=TraceStatus.STOPPED, completed_at=now, updated_at=now, last_event_id=F("last_event_id") + 1
+        )
+        if not cancelled:
+            return False
+        row = Trace.objects.values("last_event_id", "head_sequence").get(pk=trace.pk)
+        event = TraceEvent.objects.create(
+            trace_id=trace.pk,
+            event_id=row["last_event_id"],
+            type="stopped",
+            payload={
+                "status": TraceStatus.STOPPED,
+                "result": None,
+                "error": None,
+                "head_sequence": row["head_sequence"],
+                "reason": "stopped before a worker started the run",
+            },
+            created_at=now,
+        )
+        published = [event_bus.event_dict(event)]
+        transaction.on_commit(lambda: event_bus.publish(trace.pk, published))
+    return True

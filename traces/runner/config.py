@@ -66,6 +66,12 @@ class RunConfig:
     stream: bool | None = None
     context_every: int | None = None
     new_trace_id: str | None = None  # id for a new trace (sub-traces name theirs)
+    # A run the API queued (traces.services): the trace row is already reserved
+    # with this lease token, so the worker claims exactly that reservation (a
+    # duplicate task delivery finds the token moved on and does nothing) and
+    # adopts a pre-created new trace instead of inserting it.
+    reserved_token: int | None = None
+    reserved_from: str | None = None  # the trace's status before the reservation
     on_token: Callable[[str], None] | None = None
 
 

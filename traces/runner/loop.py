@@ -243,10 +243,13 @@ class AgentRunner:
         model = self._model(config.model)
         trace = new_trace(messages, config, model=model.model, owner=self.worker_id)
         trace.tools = [t.schema() for t in tools]
+        if config.reserved_token is not None:
+            self._adopt_reserved(trace, config.reserved_token)
         run = self._new_run(trace, config, preset, tools, model)
         if not trace.name:
             trace.name = self._name_for(trace.task or "")
-        trace.save(force_insert=True)
+        if config.reserved_token is None:
+            trace.save(force_insert=True)
         if messages[0]["role"] != "system":
             system = config.system_prompt or prompts.SYSTEM_PROMPT
             messages = [{"role": "system", "content": system}, *messages]
@@ -255,19 +258,29 @@ class AgentRunner:
         run.store.commit()
         return run
 
+    def _adopt_reserved(self, trace: Trace, token: int) -> None:
+        """Claim the row the API pre-created for this new trace; the run's first
+        fenced commit then writes the fields the run decides (task, tools, name...)."""
+        claimed = trace_claim(trace_id=trace.trace_id, owner=self.worker_id, reserved_token=token)
+        trace.run_token = claimed.run_token
+        trace.last_event_id = claimed.last_event_id
+        trace.created_at = claimed.created_at
+        trace.name = trace.name or claimed.name
+
     def _prepare_existing(
         self, messages: list[dict[str, Any]], config: RunConfig, preset: AgentPreset, tools: list[Tool]
     ) -> _Run:
         trace_id = config.trace_id or ""
         previous = load_trace(trace_id)
+        previous_status = config.reserved_from or previous.status
         model = self._model(config.model or previous.model)
-        trace = trace_claim(trace_id=trace_id, owner=self.worker_id)
+        trace = trace_claim(trace_id=trace_id, owner=self.worker_id, reserved_token=config.reserved_token)
         run = self._new_run(trace, config, preset, tools, model)
         try:
             path = trace_main_path(trace_id=trace.trace_id, head_sequence=trace.head_sequence)
-            plan = plan_existing(trace, path, messages, config, previous.status)
+            plan = plan_existing(trace, path, messages, config, previous_status)
         except RunError:
-            trace.status = previous.status
+            trace.status = previous_status
             run.store.commit()
             run.store.release()
             raise

@@ -53,15 +53,20 @@ def worker_identity() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
 
 
-def trace_claim(*, trace_id: str, owner: str) -> Trace:
+def trace_claim(*, trace_id: str, owner: str, reserved_token: int | None = None) -> Trace:
     """Take the run lease of a trace, or raise RunConflict if a live run holds it.
 
     A lease is free when the trace is not running, or when its heartbeat is older
-    than AGENT_LEASE_SECONDS (the worker that held it is presumed dead).
+    than AGENT_LEASE_SECONDS (the worker that held it is presumed dead). With
+    `reserved_token`, only the reservation the API made (status running, no
+    heartbeat yet, that token) can be claimed: a duplicate delivery of the same
+    task, or one whose reservation was stopped before it started, claims nothing.
     """
     now = timezone.now()
     stale = now - timedelta(seconds=settings.AGENT_LEASE_SECONDS)
     free = ~Q(status=TraceStatus.RUNNING) | Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=stale)
+    if reserved_token is not None:
+        free = Q(status=TraceStatus.RUNNING, heartbeat_at__isnull=True, run_token=reserved_token)
     claimed = (
         Trace.objects.filter(pk=trace_id)
         .filter(free)
@@ -81,6 +86,10 @@ def trace_claim(*, trace_id: str, owner: str) -> Trace:
     holder = Trace.objects.filter(pk=trace_id).values("run_owner", "heartbeat_at").first()
     if holder is None:
         raise TraceNotFound(f"trace {trace_id!r} does not exist")
+    if reserved_token is not None:
+        raise RunConflict(
+            f"the reservation {reserved_token} of trace {trace_id!r} was already claimed or cancelled"
+        )
     age = (now - holder["heartbeat_at"]).total_seconds() if holder["heartbeat_at"] else 0
     raise RunConflict(
         f"trace {trace_id!r} is already running (worker {holder['run_owner'] or '?'}, "

@@ -1,0 +1,34 @@
+"""A JSON parser that refuses bodies over AGENT_MAX_REQUEST_BYTES with 413 (W6).
+
+DRF reads the body from the request stream, which Django's
+DATA_UPLOAD_MAX_MEMORY_SIZE does not guard, so the limit is enforced here: by the
+declared Content-Length first, then by what is actually read.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import IO, Any
+
+from django.conf import settings
+from rest_framework.parsers import JSONParser
+
+from traces.api.errors import RequestTooLarge
+
+
+class BoundedJSONParser(JSONParser):
+    def parse(self, stream: IO[bytes], media_type: str | None = None, parser_context: Any = None) -> Any:
+        limit = settings.AGENT_MAX_REQUEST_BYTES
+        request = (parser_context or {}).get("request")
+        declared = request.META.get("CONTENT_LENGTH") if request is not None else None
+        if declared and str(declared).isdigit() and int(declared) > limit:
+            raise RequestTooLarge(_too_large(int(declared), limit))
+        body = stream.read(limit + 1) if stream is not None else b""
+        if len(body) > limit:
+            raise RequestTooLarge(_too_large(None, limit))
+        return super().parse(io.BytesIO(body), media_type, parser_context)
+
+
+def _too_large(size: int | None, limit: int) -> str:
+    got = f" ({size} bytes)" if size is not None else ""
+    return f"request body too large{got}; the limit is {limit} bytes (AGENT_MAX_REQUEST_BYTES)"

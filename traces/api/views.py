@@ -1,0 +1,166 @@
+"""Trace endpoints (W2). Thin: parse, call one selector or service, serialize."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Q, QuerySet
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import generics, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from traces import services
+from traces.api import serializers as s
+from traces.api.parsers import BoundedJSONParser
+from traces.api.permissions import visible_traces
+from traces.models import Trace, TraceStatus
+from traces.runner import TraceNotFound
+from traces.selectors import trace_events, trace_main_path, trace_messages
+
+ERRORS = {400: s.ErrorSerializer, 401: s.ErrorSerializer, 404: s.ErrorSerializer, 413: s.ErrorSerializer}
+CONTROL_ERRORS = {**ERRORS, 409: s.ErrorSerializer}
+TRACE_ID = OpenApiParameter("trace_id", str, OpenApiParameter.PATH, description="Trace id")
+
+
+class TraceAPIView(APIView):
+    """Base for every trace view: bounded JSON bodies, trace lookup scoped to the user."""
+
+    parser_classes = [BoundedJSONParser]
+
+    def visible_trace(self, request: Request, trace_id: str) -> Trace:
+        trace = visible_traces(request).filter(pk=trace_id).select_related("owner").first()
+        if trace is None:
+            raise TraceNotFound(f"trace {trace_id!r} does not exist")
+        return trace
+
+
+def _started(trace: Trace) -> dict[str, str]:
+    return {"trace_id": trace.trace_id, "status": "started"}
+
+
+class TraceListView(TraceAPIView, generics.GenericAPIView):
+    serializer_class = s.TraceSerializer
+
+    def get_queryset(self) -> QuerySet[Trace]:
+        query = s.TraceListQuerySerializer(data=self.request.query_params)
+        query.is_valid(raise_exception=True)
+        filters = query.validated_data
+        traces = visible_traces(self.request).select_related("owner").order_by("-created_at", "-trace_id")
+        for field in ("status", "agent_type", "uid"):
+            if field in filters:
+                traces = traces.filter(**{field: filters[field]})
+        if "parent" in filters:
+            parent = filters["parent"]
+            traces = (
+                traces.filter(parent_trace__isnull=True)
+                if parent == "none"
+                else traces.filter(parent_trace_id=parent)
+            )
+        if "q" in filters:
+            traces = traces.filter(Q(name__icontains=filters["q"]) | Q(task__icontains=filters["q"]))
+        return traces
+
+    @extend_schema(
+        parameters=[s.TraceListQuerySerializer], responses={200: s.TraceSerializer(many=True), **ERRORS}
+    )
+    def get(self, request: Request) -> Response:
+        """List the traces you may see, newest first (LimitOffset pagination)."""
+        page = self.paginate_queryset(self.get_queryset())
+        return self.get_paginated_response(self.get_serializer(page, many=True).data)
+
+    @extend_schema(request=s.TraceStartSerializer, responses={201: s.ControlResponseSerializer, **ERRORS})
+    def post(self, request: Request) -> Response:
+        """Start a new trace; a worker runs it. Answers at once."""
+        body = s.TraceStartSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        trace = services.trace_start(
+            user=request.user,
+            messages=data["messages"],
+            model=data.get("model") or None,
+            preset=data.get("preset"),
+            name=data.get("name"),
+            uid=data.get("uid"),
+            context=data.get("context"),
+            tools=data.get("tools"),
+        )
+        return Response(_started(trace), status=status.HTTP_201_CREATED)
+
+
+class RunningTraceListView(TraceAPIView):
+    @extend_schema(responses={200: s.TraceSerializer(many=True), **ERRORS})
+    def get(self, request: Request) -> Response:
+        """Traces running now (or queued for a worker), newest first."""
+        traces = visible_traces(request).filter(status=TraceStatus.RUNNING).select_related("owner")
+        return Response(s.TraceSerializer(traces.order_by("-created_at"), many=True).data)
+
+
+class TraceDetailView(TraceAPIView):
+    @extend_schema(parameters=[TRACE_ID], responses={200: s.TraceDetailSerializer, **ERRORS})
+    def get(self, request: Request, trace_id: str) -> Response:
+        """One trace with its goal tree and sub-traces."""
+        trace = self.visible_trace(request, trace_id)
+        return Response(s.TraceDetailSerializer(trace).data)
+
+
+class TraceMessagesView(TraceAPIView):
+    @extend_schema(
+        parameters=[TRACE_ID, s.MessagesQuerySerializer],
+        responses={200: s.MessageSerializer(many=True), **ERRORS},
+    )
+    def get(self, request: Request, trace_id: str) -> Response:
+        """The main path (root to head) or every message, side branches included."""
+        query = s.MessagesQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        trace = self.visible_trace(request, trace_id)
+        if query.validated_data["mode"] == "all":
+            messages: Any = trace_messages(trace_id=trace.trace_id)
+        else:
+            messages = trace_main_path(trace_id=trace.trace_id, head_sequence=trace.head_sequence)
+        return Response(s.MessageSerializer(messages, many=True).data)
+
+
+class TraceEventsView(TraceAPIView):
+    @extend_schema(
+        parameters=[TRACE_ID, s.EventsQuerySerializer],
+        responses={200: s.EventSerializer(many=True), **ERRORS},
+    )
+    def get(self, request: Request, trace_id: str) -> Response:
+        """Events after `since` (an event id), in order: the persisted log the live stream replays."""
+        query = s.EventsQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        trace = self.visible_trace(request, trace_id)
+        events = trace_events(trace_id=trace.trace_id, since=query.validated_data["since"])
+        return Response(s.EventSerializer(events, many=True).data)
+
+
+class TraceRunView(TraceAPIView):
+    @extend_schema(
+        parameters=[TRACE_ID],
+        request=s.TraceRunSerializer,
+        responses={202: s.ControlResponseSerializer, **CONTROL_ERRORS},
+    )
+    def post(self, request: Request, trace_id: str) -> Response:
+        """Continue (no after_sequence), rewind (after_sequence + messages) or regenerate (after_sequence, no messages)."""
+        body = s.TraceRunSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        trace = services.trace_continue(
+            user=request.user,
+            trace_id=trace_id,
+            messages=body.validated_data["messages"],
+            after_sequence=body.validated_data.get("after_sequence"),
+        )
+        return Response(_started(trace), status=status.HTTP_202_ACCEPTED)
+
+
+class TraceStopView(TraceAPIView):
+    @extend_schema(
+        parameters=[TRACE_ID], request=None, responses={202: s.ControlResponseSerializer, **CONTROL_ERRORS}
+    )
+    def post(self, request: Request, trace_id: str) -> Response:
+        """Stop a running trace: it exits at its next checkpoint; a queued run is stopped at once."""
+        trace = services.trace_stop(user=request.user, trace_id=trace_id)
+        state = "stopped" if trace.status == TraceStatus.STOPPED else "stopping"
+        return Response({"trace_id": trace.trace_id, "status": state}, status=status.HTTP_202_ACCEPTED)
