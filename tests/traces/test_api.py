@@ -383,3 +383,15 @@ def test_schema_generates_without_warnings():
     from django.core.management import call_command
 
     call_command("spectacular", "--validate", "--fail-on-warn", "--file", "/dev/null")
+
+
+def test_hot_reads_take_a_fixed_number_of_queries(api_client, integrator, django_assert_num_queries):
+    trace = make_trace(integrator, messages=CHAT * 10)
+    for _ in range(5):
+        make_trace(integrator)
+    client = api_client(integrator)
+
+    with django_assert_num_queries(2):  # the trace, then the main path in one CTE
+        assert len(client.get(f"/api/traces/{trace.trace_id}/messages").json()) == 30
+    with django_assert_num_queries(2):  # count, then the page with owners joined
+        assert client.get("/api/traces").json()["count"] == 6
