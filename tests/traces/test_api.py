@@ -395,3 +395,17 @@ def test_hot_reads_take_a_fixed_number_of_queries(api_client, integrator, django
         assert len(client.get(f"/api/traces/{trace.trace_id}/messages").json()) == 30
     with django_assert_num_queries(2):  # count, then the page with owners joined
         assert client.get("/api/traces").json()["count"] == 6
+
+
+def test_a_run_refused_in_the_worker_gives_its_reservation_back(
+    api_client, integrator, llm, inline_worker, django_capture_on_commit_callbacks, settings
+):
+    with django_capture_on_commit_callbacks(execute=False) as queued:
+        trace_id = api_client(integrator).post("/api/traces", {"task": "x"}, format="json").json()["trace_id"]
+    settings.AGENT_MODEL = ""  # the deployment lost its model between the request and the worker
+
+    queued[0]()
+
+    trace = Trace.objects.get(pk=trace_id)
+    assert trace.status == "failed"
+    assert "No model configured" in trace.error_message
