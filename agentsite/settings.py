@@ -166,6 +166,8 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
+# Also serve straight from the apps' static folders, so `serve` works before collectstatic.
+WHITENOISE_USE_FINDERS = True
 LOGIN_URL = "/admin/login/"
 
 LOGGING = {

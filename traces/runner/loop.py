@@ -280,37 +280,41 @@ class AgentRunner:
             path = trace_main_path(trace_id=trace.trace_id, head_sequence=trace.head_sequence)
             plan = plan_existing(trace, path, messages, config, previous_status)
         except RunError:
+            # Refused: give the trace back as it was (the claim cleared these).
             trace.status = previous_status
+            trace.error_message = previous.error_message
+            trace.completed_at = previous.completed_at
             run.store.commit()
             run.store.release()
             raise
-        trace.model = model.model
-        mode = "continue"
-        if plan.is_rewind:
-            mode = "rewind" if messages else "regenerate"
-            cut = plan.kept[-1]
-            run.store.emit(
-                "rewind",
-                {
-                    "after_sequence": plan.requested_after,
-                    "cut_sequence": cut.sequence,
-                    "previous_head": trace.head_sequence,
-                    "goal_tree_snapshot": run.goal_tree.snapshot(),
-                },
-            )
-            with transaction.atomic():
+        # The rewind (goal rows dropped), healing and new inputs land together or not at all.
+        with transaction.atomic():
+            trace.model = model.model
+            mode = "continue"
+            if plan.is_rewind:
+                mode = "rewind" if messages else "regenerate"
+                cut = plan.kept[-1]
+                run.store.emit(
+                    "rewind",
+                    {
+                        "after_sequence": plan.requested_after,
+                        "cut_sequence": cut.sequence,
+                        "previous_head": trace.head_sequence,
+                        "goal_tree_snapshot": run.goal_tree.snapshot(),
+                    },
+                )
                 dropped = run.goal_tree.rebuild_at(cut.created_at)
-            run.store.emit("goal_tree_rebuilt", {"dropped_goal_ids": dropped})
-            trace.head_sequence = cut.sequence
-        run.store.emit(
-            "run_started", {"mode": mode, "model": model.model, "after_sequence": config.after_sequence}
-        )
-        run.llm_messages = sanitize_history([m.to_llm_dict() for m in plan.kept])
-        run.pending_calls = plan.pending_calls
-        for call in plan.missing_calls:
-            self._add_message(run, heal_message(call, run))
-        self._append_inputs(run, messages)
-        run.store.commit()
+                run.store.emit("goal_tree_rebuilt", {"dropped_goal_ids": dropped})
+                trace.head_sequence = cut.sequence
+            run.store.emit(
+                "run_started", {"mode": mode, "model": model.model, "after_sequence": config.after_sequence}
+            )
+            run.llm_messages = sanitize_history([m.to_llm_dict() for m in plan.kept])
+            run.pending_calls = plan.pending_calls
+            for call in plan.missing_calls:
+                self._add_message(run, heal_message(call, run))
+            self._append_inputs(run, messages)
+            run.store.commit()
         return run
 
     def _append_inputs(self, run: _Run, messages: list[dict[str, Any]]) -> None:
