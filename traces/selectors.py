@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db.models import QuerySet
 
 from traces.models import Goal, Message, Trace, TraceEvent
@@ -48,3 +50,12 @@ def trace_events(*, trace_id: str, since: int = 0) -> QuerySet[TraceEvent]:
 
 def trace_get(*, trace_id: str) -> Trace | None:
     return Trace.objects.filter(pk=trace_id).first()
+
+
+def traces_visible_to(user: Any) -> QuerySet[Trace]:
+    """The traces `user` may see and steer: staff see all, others their own (W4)."""
+    if not getattr(user, "is_authenticated", False):
+        return Trace.objects.none()
+    if user.is_staff:
+        return Trace.objects.all()
+    return Trace.objects.filter(owner_id=user.pk)

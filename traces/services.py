@@ -28,7 +28,7 @@ from dataclasses import asdict
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F, QuerySet
+from django.db.models import F
 from django.utils import timezone
 
 from memory.presets import UnknownPreset, get_preset
@@ -37,18 +37,9 @@ from traces.llm import ModelNotConfigured, agent_model
 from traces.models import Trace, TraceEvent, TraceStatus
 from traces.runner import InvalidRun, RunConfig, RunConflict, TraceNotFound
 from traces.runner.prepare import new_trace_id, plan_existing, text_of, validate_messages
-from traces.selectors import trace_main_path
+from traces.selectors import trace_main_path, traces_visible_to
 
 RUN_TASK = "traces.tasks.run_trace"
-
-
-def traces_visible_to(user: Any) -> QuerySet[Trace]:
-    """The traces `user` may see and steer: staff see all, others their own (W4)."""
-    if not getattr(user, "is_authenticated", False):
-        return Trace.objects.none()
-    if user.is_staff:
-        return Trace.objects.all()
-    return Trace.objects.filter(owner_id=user.pk)
 
 
 def trace_request_stop(*, trace_id: str) -> bool:

@@ -13,7 +13,7 @@ from django.db.models import QuerySet
 from rest_framework.permissions import BasePermission
 
 from traces.models import Trace
-from traces.services import traces_visible_to
+from traces.selectors import traces_visible_to
 
 
 def visible_traces(request: Any) -> QuerySet[Trace]:
