@@ -82,6 +82,10 @@ class Trace(models.Model):
     heartbeat_at = models.DateTimeField(blank=True, null=True)
     stop_requested = models.BooleanField(default=False)
 
+    # Set when a guard wants an expert to look (loop detected, ...), with why.
+    needs_attention = models.BooleanField(default=False, db_index=True)
+    attention_reason = models.TextField(blank=True, default="")
+
     class Meta:
         ordering = ["-created_at"]
         indexes = [
@@ -231,3 +235,46 @@ class TraceEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.trace_id}:{self.event_id} {self.type}"
+
+
+class ApprovalStatus(models.TextChoices):
+    PENDING = "pending"
+    APPROVED = "approved"
+    DENIED = "denied"
+
+
+class Approval(models.Model):
+    """A risky tool call waiting for an expert (G5), bound to that exact call.
+
+    The decision and who made it stay on the row: the audit trail.
+    """
+
+    trace = models.ForeignKey(Trace, on_delete=models.CASCADE, related_name="approvals")
+    tool_call_id = models.CharField(max_length=200)
+    message_sequence = models.IntegerField(help_text="the assistant message that made the call")
+    tool_name = models.CharField(max_length=200)
+    arguments = models.JSONField(default=dict, blank=True)
+    edited_arguments = models.JSONField(blank=True, null=True)
+    risk = models.CharField(max_length=16, default="risky")
+    status = models.CharField(
+        max_length=16, choices=ApprovalStatus.choices, default=ApprovalStatus.PENDING, db_index=True
+    )
+    requested_at = models.DateTimeField(default=timezone.now)
+    decided_at = models.DateTimeField(blank=True, null=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="approval_decisions",
+    )
+    decision_note = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ["-requested_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["trace", "tool_call_id"], name="approval_trace_call"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.trace_id}:{self.tool_name} ({self.status})"
