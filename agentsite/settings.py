@@ -203,6 +203,18 @@ AGENT_BASH_TIMEOUT = env_float("AGENT_BASH_TIMEOUT", 30.0, minimum=0.1)
 AGENT_TOOL_OUTPUT_LIMIT = env_int("AGENT_TOOL_OUTPUT_LIMIT", 50_000, minimum=1000)
 AGENT_LEASE_SECONDS = env_int("AGENT_LEASE_SECONDS", 30, minimum=2)
 AGENT_STOP_POLL_SECONDS = env_float("AGENT_STOP_POLL_SECONDS", 0.25, minimum=0.01)
+# G3 timeouts: a call over AGENT_TIMEOUT_HARD is abandoned; a stream silent for
+# AGENT_TIMEOUT_HEARTBEAT is abandoned; no first token within
+# AGENT_TIMEOUT_FIRST_FEEDBACK emits a `waiting` pulse event. The per-request
+# (invoke) timeout is AGENT_LLM_TIMEOUT.
+AGENT_TIMEOUT_HARD = env_float("AGENT_TIMEOUT_HARD", 300.0, minimum=1.0)
+AGENT_TIMEOUT_HEARTBEAT = env_float("AGENT_TIMEOUT_HEARTBEAT", 60.0, minimum=0.5)
+AGENT_TIMEOUT_FIRST_FEEDBACK = env_float("AGENT_TIMEOUT_FIRST_FEEDBACK", 8.0, minimum=0.1)
+# G4: dotted paths of functions that register lifecycle hooks (traces/hooks.py).
+AGENT_HOOKS = env_list("AGENT_HOOKS", [])
+# G6: loop detection thresholds (repeats of one pattern).
+AGENT_LOOP_WARNING = env_int("AGENT_LOOP_WARNING", 4, minimum=2)
+AGENT_LOOP_CRITICAL = env_int("AGENT_LOOP_CRITICAL", 8, minimum=3)
 
 # --- Service: API, channels, workers ----------------------------------------
 
@@ -236,6 +248,10 @@ if REDIS_URL:
     }
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+# How often a WebSocket watcher re-reads the event log without a doorbell: the
+# delivery path in the embedded default (no layer crosses processes), a safety
+# net with Redis.
+AGENT_WATCH_POLL_SECONDS = env_float("AGENT_WATCH_POLL_SECONDS", 5.0 if REDIS_URL else 0.5, minimum=0.05)
 
 Q_CLUSTER = {
     "name": "agentsite",

@@ -72,6 +72,7 @@ class Reply:
       stop_reason on /v1/messages).
     - `chunks`: exact content deltas to stream (default: `text` split into words).
     - `delay`: seconds to wait before answering (other requests are not blocked).
+    - `chunk_delay`: seconds to wait between streamed events (a slow or stalling stream).
     - `status` / `error`: answer with an HTTP error and a provider-style error body
       (`error` is the message, or a dict used as the whole body).
     - `headers`: extra response headers (e.g. {"retry-after": "1"}).
@@ -84,6 +85,7 @@ class Reply:
     finish_reason: str | None = None
     chunks: list[str] | None = None
     delay: float = 0.0
+    chunk_delay: float = 0.0
     status: int = 200
     error: str | dict[str, Any] | None = None
     headers: dict[str, str] = field(default_factory=dict)
@@ -579,7 +581,7 @@ def _make_handler(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                 self._json(200, wire.body(), reply.headers)
                 return
             include_usage = bool((request.body.get("stream_options") or {}).get("include_usage"))
-            self._sse(wire.events(include_usage), reply.headers)
+            self._sse(wire.events(include_usage), reply.headers, reply.chunk_delay)
 
         def _anthropic(
             self,
@@ -592,7 +594,7 @@ def _make_handler(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
             if not request.stream:
                 self._json(200, wire.body(), reply.headers)
                 return
-            self._sse(wire.events(), reply.headers)
+            self._sse(wire.events(), reply.headers, reply.chunk_delay)
 
         def _json(self, status: int, payload: dict[str, Any], headers: dict[str, str]) -> None:
             self._send(status, json.dumps(payload).encode(), "application/json", headers)
@@ -607,7 +609,7 @@ def _make_handler(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
-        def _sse(self, events: Iterable[str], headers: dict[str, str]) -> None:
+        def _sse(self, events: Iterable[str], headers: dict[str, str], chunk_delay: float = 0.0) -> None:
             # HTTP/1.0 without content-length: the closed connection ends the stream.
             self.send_response(200)
             self.send_header("content-type", "text/event-stream")
@@ -615,7 +617,9 @@ def _make_handler(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
             for key, value in headers.items():
                 self.send_header(key, value)
             self.end_headers()
-            for event in events:
+            for index, event in enumerate(events):
+                if index and chunk_delay:
+                    time.sleep(chunk_delay)
                 self.wfile.write(event.encode())
                 self.wfile.flush()
 

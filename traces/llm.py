@@ -197,7 +197,8 @@ def _usage(response: Any) -> tuple[int, int]:
 class LLMClient:
     """Calls a model through litellm and returns an `LLMResponse`.
 
-    `on_token(text)` receives streamed content deltas as they arrive.
+    `on_token(text)` receives streamed content deltas as they arrive, and "" for
+    chunks that carry only tool-call pieces (the stream is alive).
     """
 
     def __init__(self, *, retries: int | None = None, timeout: float | None = None) -> None:
@@ -285,8 +286,8 @@ class LLMClient:
                 chunks.append(chunk)
                 delta = chunk.choices[0].delta if chunk.choices else None
                 text = getattr(delta, "content", None) if delta is not None else None
-                if text and on_token is not None:
-                    on_token(text)
+                if on_token is not None and (text or getattr(delta, "tool_calls", None)):
+                    on_token(text or "")  # "" = a tool-call chunk: the stream is alive
         except Exception as exc:
             if chunks or _retryable(exc):
                 raise  # a busy provider was already retried; a plain call would not fare better

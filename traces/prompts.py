@@ -19,3 +19,14 @@ INTERRUPTED_TOOL_RESULT = (
     "died before a result was recorded. Nothing is known about its effect; check the "
     "state and call the tool again if it is still needed."
 )
+
+LOOP_REMINDER = (
+    "[loop warning] You seem to be going in circles: {detail}. Repeating the same step "
+    "will not give a different result. Step back: check your assumptions, try a different "
+    "approach, or finish with what you have and say what is blocking you."
+)
+
+EMPTY_REPLY = (
+    "[runtime] Your last reply had no text and no valid tool call. Call one of the offered "
+    "tools by its exact name, or answer with your final result."
+)

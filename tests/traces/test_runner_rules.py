@@ -240,7 +240,12 @@ def test_unknown_tools_and_bad_arguments_are_reported_to_the_model_and_the_loop_
     assert "Unknown tool 'teleport'" in errors[0].content
     assert "not valid JSON" in errors[1].content
     assert "unknown parameter(s) no_such_param" in errors[2].content
-    assert "Unknown tool 'None'" in errors[3].content
+    # G2: a call named "None" is dropped, and the empty turn gets a runtime note
+    assert len(errors) == 3
+    dropped = Message.objects.filter(trace_id=result.trace_id, role="assistant").order_by("sequence")[3]
+    assert dropped.tool_calls is None
+    note = Message.objects.get(trace_id=result.trace_id, kind="guard")
+    assert note.parent_sequence == dropped.sequence and "no valid tool call" in note.content
 
 
 def test_a_preset_denied_tool_is_neither_offered_nor_executable(runner, llm, workspace_root):

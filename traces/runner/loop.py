@@ -22,10 +22,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from memory.presets import AgentPreset, UnknownPreset, get_preset
-from tools.models import ToolContext
+from tools.models import ToolContext, ToolResult
 from tools.registry import Tool, ToolRegistry, load_builtin_tools
 from traces import prompts
 from traces.goal_tree import GoalTree
+from traces.hooks import LifecycleHooks, hooks_from_settings
 from traces.llm import (
     LLMClient,
     LLMError,
@@ -35,8 +36,10 @@ from traces.llm import (
     agent_model,
     utility_model,
 )
+from traces.loop_detection import LoopDetector, LoopVerdict
 from traces.models import Message, Trace, TraceStatus
 from traces.runner.config import InvalidRun, LeaseLost, RunConfig, RunError, RunResult
+from traces.runner.guards import ModelTimeout, TokenWatch, normalize_response
 from traces.runner.prepare import (
     load_trace,
     new_trace,
@@ -76,6 +79,12 @@ class _Run:
     iterations: int = 0
     model_seconds: float = 0.0
     started: float = field(default_factory=time.perf_counter)
+    loop_detector: LoopDetector = field(
+        default_factory=lambda: LoopDetector(
+            warning=settings.AGENT_LOOP_WARNING, critical=settings.AGENT_LOOP_CRITICAL
+        )
+    )
+    loop_verdict: LoopVerdict | None = None  # worst pattern seen in the current step
 
     @property
     def offered(self) -> set[str]:
@@ -92,12 +101,14 @@ class AgentRunner:
         utility_llm_call: Callable[..., LLMResponse] | None = None,
         tool_registry: ToolRegistry | None = None,
         context_hooks: list[ContextHook] | None = None,
+        hooks: LifecycleHooks | None = None,
         worker_id: str | None = None,
     ) -> None:
         self.llm_call = llm_call or LLMClient()
         self.utility_llm_call = utility_llm_call or LLMClient(retries=0, timeout=15)
         self.tool_registry = tool_registry or load_builtin_tools()
         self.context_hooks = list(context_hooks or [])
+        self.hooks = hooks if hooks is not None else hooks_from_settings()
         self.worker_id = worker_id or worker_identity()
         self._stops: dict[str, threading.Event] = {}
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="llm")
@@ -380,11 +391,14 @@ class AgentRunner:
                 return self._finish(run, TraceStatus.STOPPED)
             assistant = self._persist_assistant(run, response)
             yield assistant
+            if not response.tool_calls and not (response.content or "").strip():
+                yield self._note(run, prompts.EMPTY_REPLY, kind="guard", description="empty reply")
+                continue
             if not response.tool_calls:
                 return self._finish(run, TraceStatus.COMPLETED, result=response.content or "")
             yield from self._execute_calls(run, response.tool_calls)
-            if run.trace.status == TraceStatus.STOPPED:
-                return None
+            if run.trace.status != TraceStatus.RUNNING:
+                return None  # stopped, or a guard ended the run
         return self._finish(
             run,
             TraceStatus.FAILED,
@@ -409,28 +423,64 @@ class AgentRunner:
         return message
 
     def _call_model(self, run: _Run) -> LLMResponse | None:
-        """One model call, abandoned if a stop arrives while it is in flight (R5)."""
+        """One model call in a pool thread, watched from the run's thread.
+
+        Abandoned when a stop arrives (R5) or a G3 timeout passes (hard limit,
+        silent stream); a `waiting` pulse marks each first-feedback period without
+        a token; streamed text is persisted as `token` events as it arrives.
+        """
         started = time.perf_counter()
-        on_token = run.config.on_token
+        watch = TokenWatch(run.config.on_token)
+        messages = run.llm_messages
+        if self.hooks.has("before_model"):
+            messages = self.hooks.before_model(run.trace, messages)
         future = self._pool.submit(
             self.llm_call,
-            run.llm_messages,
+            messages,
             model=run.model,
             tools=[t.schema() for t in run.tools] or None,
             params=run.params,
             stream=run.stream,
-            on_token=on_token,
+            on_token=watch,
         )
+        next_pulse = settings.AGENT_TIMEOUT_FIRST_FEEDBACK
         try:
             while True:
                 try:
-                    return future.result(timeout=settings.AGENT_STOP_POLL_SECONDS)
+                    response = future.result(timeout=settings.AGENT_STOP_POLL_SECONDS)
+                    break
                 except concurrent.futures.TimeoutError:
-                    if self._stopping(run, poll_now=True):
-                        future.cancel()
-                        return None
+                    pass
+                elapsed = time.perf_counter() - started
+                if self._stopping(run, poll_now=True):
+                    future.cancel()
+                    return None
+                if elapsed > settings.AGENT_TIMEOUT_HARD:
+                    future.cancel()
+                    raise ModelTimeout(
+                        f"model call exceeded the hard timeout ({settings.AGENT_TIMEOUT_HARD:g} s)"
+                    )
+                silent = time.perf_counter() - watch.last_at if watch.last_at else 0.0
+                if run.stream and silent > settings.AGENT_TIMEOUT_HEARTBEAT:
+                    future.cancel()
+                    raise ModelTimeout(f"model stream was silent for {silent:.0f} s (heartbeat timeout)")
+                if watch.first_at is None and elapsed > next_pulse:
+                    run.store.emit("waiting", {"seconds": round(elapsed, 1)})
+                    next_pulse += settings.AGENT_TIMEOUT_FIRST_FEEDBACK
+                if self._flush_tokens(run, watch) or run.store.has_pending_events:
+                    run.store.commit()
         finally:
             run.model_seconds += time.perf_counter() - started
+        self._flush_tokens(run, watch)  # committed with the assistant message
+        if self.hooks.has("after_model"):
+            self.hooks.after_model(run.trace, response)
+        return normalize_response(response, run.offered)
+
+    def _flush_tokens(self, run: _Run, watch: TokenWatch) -> bool:
+        text = watch.drain()
+        if text:
+            run.store.emit("token", {"text": text})
+        return bool(text)
 
     def _persist_assistant(self, run: _Run, response: LLMResponse) -> Message:
         calls = response.tool_calls
@@ -455,12 +505,47 @@ class AgentRunner:
         return message
 
     def _execute_calls(self, run: _Run, calls: list[dict[str, Any]]) -> Iterator[Message]:
+        run.loop_verdict = None
         for call in calls:
             if self._stopping(run):
                 # Unanswered calls are healed when the trace is next loaded (R6).
                 self._finish(run, TraceStatus.STOPPED)
                 return
             yield self._execute_call(run, call)
+        if run.loop_verdict is not None:
+            yield from self._on_loop(run, run.loop_verdict)
+
+    def _on_loop(self, run: _Run, verdict: LoopVerdict) -> Iterator[Message]:
+        """G6: remind the model at warning level; end the run and flag it at critical."""
+        run.store.emit(
+            "loop_detected",
+            {"level": verdict.level, "kind": verdict.kind, "count": verdict.count, "detail": verdict.detail},
+        )
+        if verdict.level == "critical":
+            run.trace.needs_attention = True
+            run.trace.attention_reason = f"loop detected ({verdict.kind}): {verdict.detail}"
+            self._finish(run, TraceStatus.FAILED, error=run.trace.attention_reason)
+            return
+        yield self._note(
+            run,
+            prompts.LOOP_REMINDER.format(detail=verdict.detail),
+            kind="loop_warning",
+            description=f"loop warning: {verdict.kind}",
+        )
+
+    def _note(self, run: _Run, text: str, *, kind: str, description: str) -> Message:
+        """A system message from the runtime itself on the main path (guards)."""
+        note = new_message(
+            run,
+            role="system",
+            content=text,
+            kind=kind,
+            description=description,
+            goal_id=run.trace.current_goal_id,
+        )
+        self._add_message(run, note)
+        run.store.commit()
+        return note
 
     def _execute_call(self, run: _Run, call: dict[str, Any]) -> Message:
         function = call.get("function") or {}
@@ -478,10 +563,19 @@ class AgentRunner:
             extra={"store": run.store, "config": run.config},
         )
         started = time.perf_counter()
-        result = self.tool_registry.execute(
-            name, arguments, ctx, offered=run.offered, timeout=settings.AGENT_TOOL_TIMEOUT
-        )
+        blocked = self.hooks.before_tool_call(run.trace, call) if self.hooks.has("before_tool_call") else None
+        if blocked:
+            result = ToolResult(title="Blocked", output=f"This call was blocked: {blocked}", is_error=True)
+        else:
+            result = self.tool_registry.execute(
+                name, arguments, ctx, offered=run.offered, timeout=settings.AGENT_TOOL_TIMEOUT
+            )
+        if self.hooks.has("after_tool_call"):
+            result = self.hooks.after_tool_call(run.trace, call, result)
         duration_ms = int((time.perf_counter() - started) * 1000)
+        verdict = run.loop_detector.observe(name, arguments, result.to_content())
+        if verdict is not None and (run.loop_verdict is None or verdict.level == "critical"):
+            run.loop_verdict = verdict
         message = new_message(
             run,
             role="tool",
@@ -542,6 +636,8 @@ class AgentRunner:
         )
         run.store.commit()
         run.store.release()
+        if self.hooks.has("on_agent_end"):
+            self.hooks.on_agent_end(trace)
 
     def _end_abruptly(self, run: _Run, reason: str) -> None:
         """A run that ends by an exception leaves the trace failed, not 'running'."""

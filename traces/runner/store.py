@@ -25,6 +25,8 @@ from traces.runner.config import LeaseLost, RunConflict, TraceNotFound
 
 TRACE_FIELDS = [
     "name",
+    "needs_attention",
+    "attention_reason",
     "status",
     "task",
     "model",
@@ -120,6 +122,10 @@ class RunStore:
                 created_at=timezone.now(),
             )
         )
+
+    @property
+    def has_pending_events(self) -> bool:
+        return bool(self._events)
 
     def next_sequence(self) -> int:
         self.trace.last_sequence += 1
