@@ -112,6 +112,11 @@ class Message(models.Model):
     )
     sequence = models.IntegerField()
     parent_sequence = models.IntegerField(blank=True, null=True)
+    # First sequence of the linear segment this message ends: a message whose
+    # parent is the message just before it (sequence - 1) continues its parent's
+    # segment; any other message starts one. A main path is then a few ranges of
+    # sequences, one per branch point, which the main-path query reads directly.
+    segment_start = models.IntegerField(blank=True, null=True)
     goal_id = models.CharField(max_length=64, blank=True, null=True)
     description = models.TextField(blank=True, default="")
     tool_call_id = models.CharField(max_length=200, blank=True, null=True)

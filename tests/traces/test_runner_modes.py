@@ -172,3 +172,29 @@ def test_main_path_is_read_in_one_query(runner, llm, django_assert_num_queries):
     with django_assert_num_queries(1):
         path = trace_main_path(trace_id=trace.trace_id, head_sequence=trace.head_sequence)
     assert [m.sequence for m in path if m.kind != "context"] == [1, 2, 4, 5]
+
+
+def test_main_path_matches_the_parent_chain_after_many_rewinds(runner, llm):
+    import random
+
+    rng = random.Random(7)
+    llm.script("scripted", [Reply(tool_calls=[ToolCall("list_files", {})]), Reply(text="a")])
+    trace_id = runner.run_result(user("start"), RunConfig()).trace_id
+    for round_number in range(6):
+        path = trace_main_path(trace_id=trace_id)
+        points = [m.sequence for m in path if m.role in ("user", "tool")]
+        llm.script(
+            "scripted", [Reply(tool_calls=[ToolCall("list_files", {})]), Reply(text=f"r{round_number}")]
+        )
+        runner.run_result(
+            user(f"branch {round_number}"), RunConfig(trace_id=trace_id, after_sequence=rng.choice(points))
+        )
+
+    by_sequence = {m.sequence: m for m in Message.objects.filter(trace_id=trace_id)}
+    expected, cursor = [], Trace.objects.get(pk=trace_id).head_sequence
+    while cursor is not None:
+        expected.append(cursor)
+        cursor = by_sequence[cursor].parent_sequence
+    assert sequences(trace_main_path(trace_id=trace_id)) == expected[::-1]
+    starts = {m.segment_start for m in by_sequence.values()}
+    assert 1 < len(starts) < len(by_sequence)  # linear runs share a segment

@@ -108,6 +108,7 @@ class RunStore:
         self.goal_tree: GoalTree | None = None
         self._messages: list[Message] = []
         self._events: list[TraceEvent] = []
+        self._newest: tuple[int, int] | None = None  # (sequence, segment_start) of the newest message
 
     # --- buffering -------------------------------------------------------------
 
@@ -134,6 +135,8 @@ class RunStore:
     def add_message(self, message: Message) -> Message:
         """Buffer `message` as the new head; counts it in the trace totals."""
         trace = self.trace
+        message.segment_start = self._segment_start(message)
+        self._newest = (message.sequence, message.segment_start)
         trace.head_sequence = message.sequence
         trace.total_messages += 1
         prompt = message.prompt_tokens or 0
@@ -154,6 +157,20 @@ class RunStore:
         self._messages.append(message)
         self.emit("message", message_payload(message))
         return message
+
+    def _segment_start(self, message: Message) -> int:
+        """Continue the parent's linear segment when the parent is the message just before."""
+        parent = message.parent_sequence
+        if parent is None or parent != message.sequence - 1:
+            return message.sequence
+        if self._newest is not None and self._newest[0] == parent:
+            return self._newest[1]
+        stored = (
+            Message.objects.filter(trace_id=self.trace.trace_id, sequence=parent)
+            .values_list("segment_start", flat=True)
+            .first()
+        )
+        return stored if stored is not None else parent
 
     # --- writing ---------------------------------------------------------------
 
