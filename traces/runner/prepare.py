@@ -14,7 +14,7 @@ from typing import Any
 from django.utils import timezone
 
 from traces.models import Message, Trace, TraceStatus
-from traces.runner.config import InvalidRun, RunConfig, TraceNotFound
+from traces.runner.config import InvalidRun, RunConfig, RunConflict, TraceNotFound
 
 ROLES = ("system", "user", "assistant", "tool")
 
@@ -141,8 +141,15 @@ def plan_existing(
         plan.requested_after = after
     kept = plan.kept
     open_calls = open_tool_calls(kept)
-    if open_calls and previous_status == TraceStatus.WAITING and config.auto_execute_tools:
-        plan.pending_calls = open_calls
+    waiting = previous_status == TraceStatus.WAITING and not plan.is_rewind and config.auto_execute_tools
+    if open_calls and waiting:
+        if messages:
+            names = ", ".join((c.get("function") or {}).get("name", "?") for c in open_calls)
+            raise RunConflict(
+                f"trace {trace.trace_id} is waiting on tool calls ({names}) for an expert's decision; "
+                "approve or deny them first, stop the trace, or rewind with after_sequence"
+            )
+        plan.pending_calls = open_calls  # approved or denied calls resume (G5)
     else:
         plan.missing_calls = open_calls
     last_role = kept[-1].role if kept else None

@@ -1,0 +1,109 @@
+"""The confirm gate (G5): risky tool calls wait for an expert.
+
+Policy, most specific first: the run's `RunConfig.confirm_policy`, the preset's
+`confirm_policy`, then `AGENT_CONFIRM_POLICY`; sub-agents auto-approve unless their
+run or preset names a policy. Policies:
+
+- `auto`: every call runs;
+- `ask-risky`: calls of tools declared `risk="risky"` (bash, write, edit, ...) wait;
+- `ask-all`: every call but the agent's own planning (`goal`) waits.
+
+A call that must wait gets an `Approval` row bound to its tool_call_id and exact
+arguments; the run then ends in status `waiting` (no worker is held). A decision
+(services.approval_decide) re-queues the trace; the run finds the call still
+open and resumes here: approved calls run (with the expert's edited arguments if
+any), denied ones get a tool result saying so.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+
+from tools.registry import Tool
+from traces.models import Approval, ApprovalStatus, Trace
+
+POLICIES = ("auto", "ask-risky", "ask-all")
+UNGATED_TOOLS = {"goal"}
+
+
+@dataclass
+class GateDecision:
+    action: str  # "execute" | "deny" | "wait"
+    call: dict[str, Any]
+    approval: Approval | None = None
+    created: bool = False
+
+
+def confirm_policy(trace: Trace, run_policy: str | None, preset: Any) -> str:
+    preset_policy = getattr(preset, "confirm_policy", None) or (getattr(preset, "extra", None) or {}).get(
+        "confirm_policy"
+    )
+    policy = run_policy or preset_policy
+    if policy is None:
+        policy = "auto" if trace.parent_trace_id else getattr(settings, "AGENT_CONFIRM_POLICY", "auto")
+    return policy
+
+
+def needs_approval(tool: Tool | None, policy: str) -> bool:
+    if tool is None or tool.name in UNGATED_TOOLS or policy == "auto":
+        return False
+    return policy == "ask-all" or tool.risk == "risky"
+
+
+def parse_arguments(arguments: Any) -> Any:
+    if isinstance(arguments, str):
+        try:
+            return json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError:
+            return arguments
+    return arguments or {}
+
+
+def gate(
+    trace: Trace, call: dict[str, Any], tool: Tool | None, policy: str, message_sequence: int
+) -> GateDecision:
+    """What to do with one tool call under the confirm gate."""
+    call_id = str(call.get("id") or "")
+    approval = Approval.objects.filter(trace=trace, tool_call_id=call_id).first()
+    if approval is None:
+        if not needs_approval(tool, policy):
+            return GateDecision("execute", call)
+        function = call.get("function") or {}
+        approval = Approval.objects.create(
+            trace=trace,
+            tool_call_id=call_id,
+            message_sequence=message_sequence,
+            tool_name=str(function.get("name") or ""),
+            arguments=parse_arguments(function.get("arguments")),
+            risk=tool.risk if tool else "risky",
+        )
+        return GateDecision("wait", call, approval, created=True)
+    if approval.status == ApprovalStatus.PENDING:
+        return GateDecision("wait", call, approval)
+    if approval.status == ApprovalStatus.DENIED:
+        return GateDecision("deny", call, approval)
+    if approval.edited_arguments is not None:
+        function = {**(call.get("function") or {}), "arguments": json.dumps(approval.edited_arguments)}
+        call = {**call, "function": function}
+    return GateDecision("execute", call, approval)
+
+
+def approval_payload(approval: Approval) -> dict[str, Any]:
+    """An approval as events and the API show it."""
+    return {
+        "approval_id": approval.pk,
+        "tool_call_id": approval.tool_call_id,
+        "message_sequence": approval.message_sequence,
+        "tool": approval.tool_name,
+        "arguments": approval.arguments,
+        "edited_arguments": approval.edited_arguments,
+        "risk": approval.risk,
+        "status": approval.status,
+        "decided_by": approval.decided_by.get_username() if approval.decided_by_id else None,
+        "decided_at": approval.decided_at.isoformat() if approval.decided_at else None,
+        "note": approval.decision_note,
+    }
