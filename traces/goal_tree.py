@@ -26,6 +26,17 @@ EMPTY_STATS: dict[str, Any] = {
     "duration_ms": 0,
 }
 CLOSED = (GoalStatus.COMPLETED, GoalStatus.ABANDONED)
+# What a run changes on a goal; `flush` writes these back.
+FLUSHED_FIELDS = (
+    "status",
+    "summary",
+    "self_stats",
+    "cumulative_stats",
+    "sub_trace_ids",
+    "sub_trace_metadata",
+    "agent_call_mode",
+    "type",
+)
 STATUS_MARK = {
     GoalStatus.PENDING: "pending",
     GoalStatus.IN_PROGRESS: "in_progress",
@@ -237,23 +248,19 @@ class GoalTree:
         self._dirty.add(goal.goal_id)
 
     def flush(self) -> None:
-        """Write the goals changed since the last flush (one UPDATE per goal)."""
+        """Write the goals changed since the last flush (one UPDATE per goal).
+
+        Plain per-goal UPDATEs, not `bulk_update`: this runs in every step's
+        commit, usually for one or two goals, and bulk_update's CASE WHEN
+        expressions cost several milliseconds to build per call.
+        """
         if not self._dirty:
             return
-        changed = [self.goals[g] for g in self._dirty if g in self.goals]
-        Goal.objects.bulk_update(
-            changed,
-            [
-                "status",
-                "summary",
-                "self_stats",
-                "cumulative_stats",
-                "sub_trace_ids",
-                "sub_trace_metadata",
-                "agent_call_mode",
-                "type",
-            ],
-        )
+        for goal_id in sorted(self._dirty):
+            goal = self.goals.get(goal_id)
+            if goal is None:
+                continue
+            Goal.objects.filter(pk=goal.pk).update(**{f: getattr(goal, f) for f in FLUSHED_FIELDS})
         self._dirty.clear()
 
     # --- rewind --------------------------------------------------------------
