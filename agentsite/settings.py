@@ -252,6 +252,10 @@ else:
 # delivery path in the embedded default (no layer crosses processes), a safety
 # net with Redis.
 AGENT_WATCH_POLL_SECONDS = env_float("AGENT_WATCH_POLL_SECONDS", 5.0 if REDIS_URL else 0.5, minimum=0.05)
+# How often a WebSocket watcher re-reads the event log without a doorbell: the
+# delivery path in the embedded default (no layer crosses processes), a safety
+# net with Redis.
+AGENT_WATCH_POLL_SECONDS = env_float("AGENT_WATCH_POLL_SECONDS", 5.0 if REDIS_URL else 0.5, minimum=0.05)
 
 Q_CLUSTER = {
     "name": "agentsite",
@@ -272,3 +276,7 @@ else:
     Q_CLUSTER["orm"] = "default"
 if Q_CLUSTER["timeout"] >= Q_CLUSTER["retry"]:
     raise ImproperlyConfigured("AGENT_TASK_TIMEOUT must be below AGENT_TASK_RETRY")
+# A queued run no worker has claimed after this long was lost by the broker (the
+# ORM broker redelivers after `retry`; Redis delivers at most once): the sweep
+# ends it as failed (W5).
+AGENT_QUEUE_GRACE_SECONDS = env_int("AGENT_QUEUE_GRACE_SECONDS", 2 * Q_CLUSTER["retry"], minimum=60)

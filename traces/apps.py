@@ -9,6 +9,13 @@ class TracesConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from traces import llm
+        from traces import doorbell, events, llm
 
         llm.register_model_prices()
+        events.subscribe(doorbell.ring)
+
+        from django_q.signals import post_spawn
+
+        from traces.tasks import on_worker_start
+
+        post_spawn.connect(on_worker_start, dispatch_uid="traces.sweep_at_worker_start")

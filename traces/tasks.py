@@ -52,3 +52,44 @@ def _give_back_reservation(trace_id: str, config: RunConfig, reason: str) -> Non
         completed_at=timezone.now(),
         updated_at=timezone.now(),
     )
+
+
+SWEEP_TASK = "traces.tasks.sweep_stale_runs"
+SWEEP_SCHEDULE_NAME = "traces: sweep stale runs"
+
+
+def sweep_stale_runs() -> dict[str, list[str]]:
+    """Scheduled (every minute) and at every worker start: resume runs whose worker died (W5)."""
+    from traces.sweep import runs_sweep_stale
+
+    return runs_sweep_stale().as_dict()
+
+
+def ensure_sweep_schedule() -> None:
+    """Create the django-q2 schedule of the sweep once (every minute, django-q2's finest step)."""
+    from django_q.models import Schedule
+
+    if not Schedule.objects.filter(name=SWEEP_SCHEDULE_NAME).exists():
+        Schedule.objects.create(
+            name=SWEEP_SCHEDULE_NAME,
+            func=SWEEP_TASK,
+            schedule_type=Schedule.MINUTES,
+            minutes=1,
+            repeats=-1,
+        )
+    # Workers starting together may each have created one: keep the first.
+    extra = Schedule.objects.filter(name=SWEEP_SCHEDULE_NAME).order_by("pk").values_list("pk", flat=True)[1:]
+    Schedule.objects.filter(pk__in=list(extra)).delete()
+
+
+def on_worker_start(sender: Any = None, proc_name: str = "", **kwargs: Any) -> None:
+    """django-q2's post_spawn: each worker process sweeps once before taking tasks.
+
+    So runs of a cluster that was killed are resumed as soon as a cluster starts
+    again, without waiting for the schedule. Never fails the worker's start.
+    """
+    try:
+        ensure_sweep_schedule()
+        sweep_stale_runs()
+    except Exception:
+        logger.exception("stale-run sweep at worker start (%s) failed", proc_name)

@@ -567,9 +567,10 @@ class AgentRunner:
         if blocked:
             result = ToolResult(title="Blocked", output=f"This call was blocked: {blocked}", is_error=True)
         else:
-            result = self.tool_registry.execute(
-                name, arguments, ctx, offered=run.offered, timeout=settings.AGENT_TOOL_TIMEOUT
-            )
+            with run.store.keep_alive():  # a long tool must not look like a dead worker (W5)
+                result = self.tool_registry.execute(
+                    name, arguments, ctx, offered=run.offered, timeout=settings.AGENT_TOOL_TIMEOUT
+                )
         if self.hooks.has("after_tool_call"):
             result = self.hooks.after_tool_call(run.trace, call, result)
         duration_ms = int((time.perf_counter() - started) * 1000)

@@ -7,14 +7,17 @@ claimed the trace) writes nothing, and its transaction rolls back whole.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import socket
 import threading
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -22,6 +25,8 @@ from traces import events as event_bus
 from traces.goal_tree import GoalTree
 from traces.models import Message, Trace, TraceEvent, TraceStatus
 from traces.runner.config import LeaseLost, RunConflict, TraceNotFound
+
+logger = logging.getLogger(__name__)
 
 TRACE_FIELDS = [
     "name",
@@ -206,6 +211,36 @@ class RunStore:
             raise LeaseLost(f"trace {self.trace.pk!r} was claimed by another run; stopping this one")
         self.trace.heartbeat_at = now
         return bool(row.values_list("stop_requested", flat=True).first())
+
+    @contextlib.contextmanager
+    def keep_alive(self) -> Iterator[None]:
+        """Keep the lease fresh from a helper thread while the caller blocks (a long tool).
+
+        Without it a tool running longer than AGENT_LEASE_SECONDS would look like a
+        dead worker to the sweep (W5). Stops quietly once the lease is lost; the
+        run finds out at its next commit.
+        """
+        done = threading.Event()
+        interval = max(settings.AGENT_LEASE_SECONDS / 3, 0.5)
+
+        def beat() -> None:
+            try:
+                while not done.wait(interval):
+                    row = Trace.objects.filter(pk=self.trace.pk, run_token=self.token)
+                    if not row.update(heartbeat_at=timezone.now()):
+                        return
+            except Exception:
+                logger.exception("heartbeat of trace %s failed", self.trace.pk)
+            finally:
+                connection.close()
+
+        thread = threading.Thread(target=beat, name=f"lease-{self.trace.pk}", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            done.set()
+            thread.join()
 
     def release(self) -> None:
         """Give the lease up (the trace keeps its final status)."""

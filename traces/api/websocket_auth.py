@@ -1,0 +1,79 @@
+"""Authentication and origin checks for the WebSocket API (W4).
+
+The portal's browser authenticates with its session cookie (Channels'
+AuthMiddlewareStack); integrations with the same DRF token as the REST API, in an
+`Authorization: Token <key>` header or, for clients that cannot set headers on a
+WebSocket (browsers), a `?token=<key>` query parameter. A token, when given,
+decides alone: a bad one leaves the connection anonymous even if a session exists.
+
+Origins. Browsers always send an Origin header with a WebSocket handshake, and
+only browsers carry ambient cookies, so cross-site WebSocket hijacking is checked
+against ALLOWED_HOSTS whenever an Origin is present; a client without one (an
+integration's script) is not a browser and is let through to authenticate.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import parse_qs
+
+from channels.auth import AuthMiddlewareStack
+from channels.db import database_sync_to_async
+from channels.security.websocket import OriginValidator
+from django.conf import settings
+from django.contrib.auth.models import AnonymousUser
+
+TOKEN_PARAM = "token"
+TOKEN_SCHEME = b"token"
+
+
+def token_from_scope(scope: dict[str, Any]) -> str | None:
+    """The API token a handshake carries (header first, then the query string), or None."""
+    for name, value in scope.get("headers", ()):
+        if name == b"authorization":
+            scheme, _, key = value.partition(b" ")
+            if scheme.lower() == TOKEN_SCHEME and key.strip():
+                return key.strip().decode("latin1")
+    query = parse_qs(scope.get("query_string", b"").decode("latin1"))
+    values = query.get(TOKEN_PARAM)
+    return values[0] if values and values[0] else None
+
+
+@database_sync_to_async
+def user_for_token(key: str) -> Any:
+    from rest_framework.authtoken.models import Token
+
+    token = Token.objects.select_related("user").filter(key=key).first()
+    if token is None or not token.user.is_active:
+        return AnonymousUser()
+    return token.user
+
+
+class TokenAuthMiddleware:
+    """Sets scope["user"] from an API token when the handshake carries one."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
+        key = token_from_scope(scope)
+        if key is not None:
+            scope = dict(scope, user=await user_for_token(key))
+        return await self.app(scope, receive, send)
+
+
+class BrowserOriginValidator(OriginValidator):
+    """ALLOWED_HOSTS origin check for browsers; clients without an Origin header pass."""
+
+    def __init__(self, app: Any) -> None:
+        super().__init__(app, settings.ALLOWED_HOSTS)
+
+    def valid_origin(self, parsed_origin: Any) -> bool:
+        if parsed_origin is None:
+            return True
+        return self.validate_origin(parsed_origin)
+
+
+def websocket_auth_stack(app: Any) -> Any:
+    """Origin check, then session auth, then token auth (which overrides the session)."""
+    return BrowserOriginValidator(AuthMiddlewareStack(TokenAuthMiddleware(app)))

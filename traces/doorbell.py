@@ -1,0 +1,114 @@
+"""The WebSocket doorbell: after events commit, tell watchers to read the log (W3).
+
+`ring` is an event listener (traces.events.subscribe, registered in
+traces/apps.py). It sends `{"type": "trace.doorbell", "last_event_id": N}` to the
+channel-layer group of the trace; every TraceWatchConsumer of that trace then
+reads the events after its cursor from the table. The message carries no event:
+a lost or late ring delays delivery (watchers also poll) but can never lose,
+reorder or duplicate one.
+
+Two delivery paths:
+
+- the in-memory layer (embedded default, tests) only reaches consumers of this
+  process: sent through async_to_sync, which lands on the caller's outer event
+  loop when there is one (a sync view under daphne, a test);
+- any cross-process layer (channels_redis, when REDIS_URL is set) is written to
+  from a sync worker by one long-lived event loop in a daemon thread, with its
+  own layer instance: channels_redis binds its connection pools to the loop that
+  made them, so a fresh loop per send (async_to_sync in a plain thread) fails
+  with "Event loop is closed" (SPEC 13). The send is fire-and-forget, off the
+  run's thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+import re
+import threading
+from concurrent.futures import Future
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.layers import (
+    DEFAULT_CHANNEL_LAYER,
+    BaseChannelLayer,
+    InMemoryChannelLayer,
+    channel_layers,
+    get_channel_layer,
+)
+
+logger = logging.getLogger(__name__)
+
+DOORBELL_TYPE = "trace.doorbell"
+_SAFE_GROUP = re.compile(r"^[A-Za-z0-9_.-]{1,80}$")
+
+
+def group_for(trace_id: str) -> str:
+    """The channel-layer group of a trace (group names allow only [A-Za-z0-9_.-], < 100)."""
+    if _SAFE_GROUP.match(trace_id):
+        return f"trace.{trace_id}"
+    return "trace.h" + hashlib.sha1(trace_id.encode()).hexdigest()
+
+
+def doorbell_message(trace_id: str, events: list[dict[str, Any]]) -> dict[str, Any]:
+    last = max((e["event_id"] for e in events), default=0)
+    return {"type": DOORBELL_TYPE, "trace_id": trace_id, "last_event_id": last}
+
+
+def ring(trace_id: str, events: list[dict[str, Any]]) -> None:
+    """Listener: ring the trace's group after its events committed."""
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    group, message = group_for(trace_id), doorbell_message(trace_id, events)
+    if isinstance(layer, InMemoryChannelLayer):
+        _ring_in_process(layer, group, message)
+    else:
+        _sender().send(group, message)
+
+
+def _ring_in_process(layer: BaseChannelLayer, group: str, message: dict[str, Any]) -> None:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        async_to_sync(layer.group_send)(group, message)
+        return
+    # Called from async code on this loop (rare): schedule instead of blocking it.
+    asyncio.ensure_future(layer.group_send(group, message))
+
+
+class _Sender:
+    """One event loop in a daemon thread that owns a channel layer for this process."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.loop = asyncio.new_event_loop()
+        self.layer = channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)
+        thread = threading.Thread(target=self.loop.run_forever, name="doorbell", daemon=True)
+        thread.start()
+
+    def send(self, group: str, message: dict[str, Any]) -> None:
+        future = asyncio.run_coroutine_threadsafe(self.layer.group_send(group, message), self.loop)
+        future.add_done_callback(_log_failure)
+
+
+def _log_failure(future: Future[Any]) -> None:
+    exc = future.exception()
+    if exc is not None:
+        logger.warning("doorbell not delivered (watchers fall back to polling): %s", exc)
+
+
+_sender_lock = threading.Lock()
+_sender_instance: _Sender | None = None
+
+
+def _sender() -> _Sender:
+    """This process's sender; a forked worker makes its own (threads do not survive fork)."""
+    global _sender_instance
+    with _sender_lock:
+        if _sender_instance is None or _sender_instance.pid != os.getpid():
+            _sender_instance = _Sender()
+        return _sender_instance

@@ -1,0 +1,200 @@
+"""The stale-run sweep: find runs whose worker died and carry them on (W5).
+
+A run holds its lease by refreshing `Trace.heartbeat_at` at every commit, while a
+model call is in flight (traces/runner/loop.py:_stopping) and while a tool runs
+(RunStore.keep_alive). A trace still `running` whose heartbeat is older than
+AGENT_LEASE_SECONDS lost its worker (SIGKILL, OOM, machine gone). The sweep
+(traces/tasks.py:sweep_stale_runs, a django-q2 schedule and once per worker
+start) decides from what was persisted:
+
+- a stop was requested: the trace ends `stopped`;
+- the main path ends with the assistant's final answer (the worker died between
+  saving it and closing the run): the trace ends `completed` with that answer;
+- nothing was saved yet: `failed`, naming why (the inputs died with the worker);
+- otherwise the trace is re-reserved (run_token CAS, exactly like a run request)
+  and a continue run with no new messages is queued: the runner heals the tool
+  calls left without a result (R6) and asks the model again. Messages already
+  persisted are never rewritten, so nothing is lost or written twice.
+
+Every outcome is a compare-and-swap on the token the sweep saw, so concurrent
+sweeps (several workers, several machines) and a worker that comes back to life
+cannot both act: the loser changes nothing. Reservations no worker ever claimed
+(status running, no heartbeat) are the broker's to redeliver; only one older than
+AGENT_QUEUE_GRACE_SECONDS is ended `failed`, as lost.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from traces import events as event_bus
+from traces.models import Trace, TraceEvent, TraceStatus
+from traces.runner import InvalidRun, RunConfig
+from traces.runner.prepare import plan_existing, text_of
+from traces.selectors import trace_main_path
+
+logger = logging.getLogger(__name__)
+
+END_EVENTS = {TraceStatus.COMPLETED: "final", TraceStatus.STOPPED: "stopped", TraceStatus.FAILED: "error"}
+
+
+@dataclass
+class SweepReport:
+    resumed: list[str] = field(default_factory=list)
+    completed: list[str] = field(default_factory=list)
+    stopped: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, list[str]]:
+        return asdict(self)
+
+    def __bool__(self) -> bool:
+        return any(self.as_dict().values())
+
+
+def runs_sweep_stale(*, now: datetime | None = None) -> SweepReport:
+    """Recover every run whose worker stopped heartbeating; returns what was done to which trace."""
+    now = now or timezone.now()
+    stale_before = now - timedelta(seconds=settings.AGENT_LEASE_SECONDS)
+    report = SweepReport()
+    stale = Trace.objects.filter(status=TraceStatus.RUNNING, heartbeat_at__lt=stale_before)
+    for trace_id, token in stale.values_list("pk", "run_token"):
+        outcome = trace_recover(trace_id=trace_id, token=token, stale_before=stale_before)
+        getattr(report, outcome).append(trace_id)
+    lost_before = now - timedelta(seconds=settings.AGENT_QUEUE_GRACE_SECONDS)
+    lost = Trace.objects.filter(
+        status=TraceStatus.RUNNING, heartbeat_at__isnull=True, updated_at__lt=lost_before
+    )
+    for trace_id, token in lost.values_list("pk", "run_token"):
+        reason = (
+            f"the queued run was not picked up by any worker within {settings.AGENT_QUEUE_GRACE_SECONDS} s "
+            "(lost by the task broker); start it again"
+        )
+        ended = _end(trace_id, token, None, TraceStatus.FAILED, error=reason)
+        (report.failed if ended else report.skipped).append(trace_id)
+    if report:
+        logger.warning("stale-run sweep: %s", {k: v for k, v in report.as_dict().items() if v})
+    return report
+
+
+def trace_recover(*, trace_id: str, token: int, stale_before: datetime) -> str:
+    """Recover one stale run seen with lease `token`; returns the SweepReport field it belongs in."""
+    trace = Trace.objects.filter(
+        pk=trace_id, status=TraceStatus.RUNNING, run_token=token, heartbeat_at__lt=stale_before
+    ).first()
+    if trace is None:
+        return "skipped"  # recovered by another sweep, or its worker is alive after all
+    seen = trace.heartbeat_at
+    if trace.stop_requested:
+        reason = "stop requested; the worker running it had died"
+        return "stopped" if _end(trace_id, token, seen, TraceStatus.STOPPED, reason=reason) else "skipped"
+    path = trace_main_path(trace_id=trace_id, head_sequence=trace.head_sequence)
+    if not path:
+        error = "the worker died before the run's first step was saved; start the run again"
+        return "failed" if _end(trace_id, token, seen, TraceStatus.FAILED, error=error) else "skipped"
+    config = RunConfig(trace_id=trace_id, agent_type=trace.agent_type or "default", reserved_token=token + 1)
+    try:
+        plan_existing(trace, path, [], config, TraceStatus.RUNNING)
+    except InvalidRun:
+        last = path[-1]
+        if last.role == "assistant" and not last.tool_calls:
+            result = text_of(last.content)
+            ended = _end(trace_id, token, seen, TraceStatus.COMPLETED, result=result)
+            return "completed" if ended else "skipped"
+        error = f"the worker died and the run cannot resume from message {last.sequence} ({last.role})"
+        return "failed" if _end(trace_id, token, seen, TraceStatus.FAILED, error=error) else "skipped"
+    return "resumed" if _reserve_resume(trace, config) else "skipped"
+
+
+def _reserve_resume(trace: Trace, config: RunConfig) -> bool:
+    """Take the dead run's lease over as a reservation and queue a continue run."""
+    from traces.services import _enqueue
+
+    token = trace.run_token
+    now = timezone.now()
+    with transaction.atomic():
+        reserved = Trace.objects.filter(
+            pk=trace.pk, status=TraceStatus.RUNNING, run_token=token, heartbeat_at=trace.heartbeat_at
+        ).update(
+            run_token=token + 1,
+            run_owner="",
+            heartbeat_at=None,
+            updated_at=now,
+            last_event_id=F("last_event_id") + 1,
+        )
+        if not reserved:
+            return False
+        _append_event(
+            trace.pk,
+            "run_resumed",
+            {
+                "reason": "the worker running this trace stopped heartbeating",
+                "previous_worker": trace.run_owner,
+                "last_heartbeat": trace.heartbeat_at.isoformat() if trace.heartbeat_at else None,
+                "head_sequence": trace.head_sequence,
+            },
+        )
+        _enqueue(trace.pk, [], config)
+    return True
+
+
+def _end(
+    trace_id: str,
+    token: int,
+    heartbeat_at: datetime | None,
+    status: str,
+    *,
+    result: str | None = None,
+    error: str | None = None,
+    reason: str | None = None,
+) -> bool:
+    """End a dead or lost run with `status` and its end event.
+
+    Matches the lease exactly as the sweep saw it (token and heartbeat, None for a
+    never-claimed reservation): False if anyone acted on the trace meanwhile.
+    """
+    now = timezone.now()
+    match: dict[str, Any] = {"pk": trace_id, "status": TraceStatus.RUNNING, "run_token": token}
+    if heartbeat_at is None:
+        match["heartbeat_at__isnull"] = True
+    else:
+        match["heartbeat_at"] = heartbeat_at
+    with transaction.atomic():
+        changes: dict[str, Any] = {
+            "status": status,
+            "run_owner": "",
+            "error_message": error,
+            "completed_at": now,
+            "updated_at": now,
+            "last_event_id": F("last_event_id") + 1,
+        }
+        if result is not None:
+            changes["result_summary"] = result
+        if not Trace.objects.filter(**match).update(**changes):
+            return False
+        row = Trace.objects.values("head_sequence", "total_tokens", "total_cost").get(pk=trace_id)
+        _append_event(
+            trace_id,
+            END_EVENTS[status],
+            {"status": status, "result": result, "error": error, "reason": reason or error, **row},
+        )
+    return True
+
+
+def _append_event(trace_id: str, event_type: str, payload: dict[str, Any]) -> None:
+    """Write the event whose id the caller just took (last_event_id + 1, in its transaction)."""
+    event_id = Trace.objects.values_list("last_event_id", flat=True).get(pk=trace_id)
+    event = TraceEvent.objects.create(
+        trace_id=trace_id, event_id=event_id, type=event_type, payload=payload, created_at=timezone.now()
+    )
+    published = [event_bus.event_dict(event)]
+    transaction.on_commit(lambda: event_bus.publish(trace_id, published))
