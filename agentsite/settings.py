@@ -203,6 +203,16 @@ AGENT_BASH_TIMEOUT = env_float("AGENT_BASH_TIMEOUT", 30.0, minimum=0.1)
 AGENT_TOOL_OUTPUT_LIMIT = env_int("AGENT_TOOL_OUTPUT_LIMIT", 50_000, minimum=1000)
 AGENT_LEASE_SECONDS = env_int("AGENT_LEASE_SECONDS", 30, minimum=2)
 AGENT_STOP_POLL_SECONDS = env_float("AGENT_STOP_POLL_SECONDS", 0.25, minimum=0.01)
+# Memory (M4, M6): experiences retrieved per new trace, optional embeddings, skill dirs.
+AGENT_EXPERIENCE_TOP_K = env_int("AGENT_EXPERIENCE_TOP_K", 5, minimum=0)
+AGENT_EMBEDDING_MODEL = env_str("AGENT_EMBEDDING_MODEL")
+AGENT_EMBEDDING_API_BASE = env_str("AGENT_EMBEDDING_API_BASE") or AGENT_API_BASE
+AGENT_EMBEDDING_API_KEY = env_str("AGENT_EMBEDDING_API_KEY") or AGENT_API_KEY
+AGENT_SKILLS_DIRS = [
+    path if path.is_absolute() else BASE_DIR / path
+    for path in map(Path, env_list("AGENT_SKILLS_DIRS", ["skills"]))
+]
+AGENT_USER_SKILLS_DIR = Path(env_str("AGENT_USER_SKILLS_DIR") or str(Path.home() / ".agentsite" / "skills"))
 # G3 timeouts: a call over AGENT_TIMEOUT_HARD is abandoned; a stream silent for
 # AGENT_TIMEOUT_HEARTBEAT is abandoned; no first token within
 # AGENT_TIMEOUT_FIRST_FEEDBACK emits a `waiting` pulse event. The per-request
@@ -212,6 +222,12 @@ AGENT_TIMEOUT_HEARTBEAT = env_float("AGENT_TIMEOUT_HEARTBEAT", 60.0, minimum=0.5
 AGENT_TIMEOUT_FIRST_FEEDBACK = env_float("AGENT_TIMEOUT_FIRST_FEEDBACK", 8.0, minimum=0.1)
 # G4: dotted paths of functions that register lifecycle hooks (traces/hooks.py).
 AGENT_HOOKS = env_list("AGENT_HOOKS", [])
+# G5: which tool calls wait for an expert: auto | ask-risky | ask-all.
+AGENT_CONFIRM_POLICY = env_str("AGENT_CONFIRM_POLICY", "auto")
+if AGENT_CONFIRM_POLICY not in ("auto", "ask-risky", "ask-all"):
+    raise ImproperlyConfigured(
+        f"AGENT_CONFIRM_POLICY={AGENT_CONFIRM_POLICY!r}: use auto, ask-risky or ask-all"
+    )
 # G6: loop detection thresholds (repeats of one pattern).
 AGENT_LOOP_WARNING = env_int("AGENT_LOOP_WARNING", 4, minimum=2)
 AGENT_LOOP_CRITICAL = env_int("AGENT_LOOP_CRITICAL", 8, minimum=3)
@@ -248,10 +264,6 @@ if REDIS_URL:
     }
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
-# How often a WebSocket watcher re-reads the event log without a doorbell: the
-# delivery path in the embedded default (no layer crosses processes), a safety
-# net with Redis.
-AGENT_WATCH_POLL_SECONDS = env_float("AGENT_WATCH_POLL_SECONDS", 5.0 if REDIS_URL else 0.5, minimum=0.05)
 # How often a WebSocket watcher re-reads the event log without a doorbell: the
 # delivery path in the embedded default (no layer crosses processes), a safety
 # net with Redis.

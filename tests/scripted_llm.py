@@ -20,6 +20,7 @@ check roll-ups: every recorded request carries the tokens it was charged.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import secrets
@@ -380,6 +381,28 @@ class _AnthropicFormat:
         yield event("message_stop", {})
 
 
+def embedding_of(text: str, dimensions: int = 64) -> list[float]:
+    """A deterministic bag-of-words vector: texts sharing words point the same way."""
+    vector = [0.0] * dimensions
+    for word in re.findall(r"\w+", text.lower()):
+        vector[int(hashlib.sha256(word.encode()).hexdigest(), 16) % dimensions] += 1.0
+    return vector
+
+
+def embeddings_body(body: dict[str, Any]) -> dict[str, Any]:
+    """An OpenAI `/v1/embeddings` answer for the request's `input` (a string or a list)."""
+    inputs = body.get("input")
+    texts = [inputs] if isinstance(inputs, str) else list(inputs or [])
+    return {
+        "object": "list",
+        "model": body.get("model", ""),
+        "data": [
+            {"object": "embedding", "index": i, "embedding": embedding_of(str(t))} for i, t in enumerate(texts)
+        ],
+        "usage": {"prompt_tokens": sum(estimate_tokens(str(t)) for t in texts), "total_tokens": 0},
+    }
+
+
 def _fragments(text: str, size: int = 8) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)] or [""]
 
@@ -540,6 +563,9 @@ def _make_handler(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
 
         def _answer(self, request: RecordedRequest) -> None:
             anthropic = request.path.endswith("/messages")
+            if request.path.endswith("/embeddings"):
+                self._json(200, embeddings_body(request.body), {})
+                return
             if not (anthropic or request.path.endswith("/chat/completions")):
                 request.status = 404
                 self._json(404, _openai_error(Reply(status=404, error=f"no route {request.path}")), {})

@@ -8,7 +8,8 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from traces.models import Goal, Message, Trace, TraceEvent
+from traces.models import Approval, Goal, Message, Trace, TraceEvent
+from traces.runner import RunError
 from traces.services import trace_request_stop
 
 
@@ -37,7 +38,7 @@ class TraceAdmin(admin.ModelAdmin):
         "created_at",
         "updated_at",
     )
-    list_filter = ("status", "agent_type", "model", "mode")
+    list_filter = ("status", "needs_attention", "agent_type", "model", "mode")
     search_fields = ("trace_id", "name", "task", "uid")
     date_hierarchy = "created_at"
     list_select_related = ("owner",)
@@ -112,3 +113,60 @@ class TraceEventAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # the event log is append-only
+
+
+@admin.register(Approval)
+class ApprovalAdmin(admin.ModelAdmin):
+    """Risky tool calls waiting for an expert (G5); decided rows are the audit trail."""
+
+    list_display = ("trace", "tool_name", "status", "risk", "requested_at", "decided_by", "decided_at")
+    list_filter = ("status", "tool_name", "risk")
+    search_fields = ("trace__trace_id", "tool_name", "tool_call_id")
+    raw_id_fields = ("trace", "decided_by")
+    readonly_fields = (
+        "trace",
+        "tool_call_id",
+        "message_sequence",
+        "tool_name",
+        "arguments",
+        "risk",
+        "status",
+        "requested_at",
+        "decided_by",
+        "decided_at",
+    )
+    fields = (*readonly_fields, "edited_arguments", "decision_note")
+    actions = ["approve", "deny"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def _decide(self, request: HttpRequest, queryset: QuerySet[Approval], decision: str) -> None:
+        from traces.approvals import approval_decide
+
+        done = 0
+        for approval in queryset.filter(status="pending"):
+            try:
+                approval_decide(
+                    user=request.user,
+                    trace_id=approval.trace_id,
+                    approval_id=approval.pk,
+                    decision=decision,
+                    arguments=approval.edited_arguments if decision == "approve" else None,
+                    note=approval.decision_note,
+                )
+            except RunError as exc:
+                self.message_user(request, f"{approval}: {exc}", messages.ERROR)
+                continue
+            done += 1
+        self.message_user(
+            request, f"{decision.capitalize()}d {done} call(s); their traces resume.", messages.SUCCESS
+        )
+
+    @admin.action(description="Approve the selected calls (with edited arguments if set)")
+    def approve(self, request: HttpRequest, queryset: QuerySet[Approval]) -> None:
+        self._decide(request, queryset, "approve")
+
+    @admin.action(description="Deny the selected calls")
+    def deny(self, request: HttpRequest, queryset: QuerySet[Approval]) -> None:
+        self._decide(request, queryset, "deny")

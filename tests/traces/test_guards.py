@@ -187,5 +187,8 @@ def test_a_slow_first_token_emits_waiting_pulses(runner, llm, settings):
     llm.script("scripted", [Reply(text="finally", delay=1.2)])
     result = runner.run_result(user("wait"), RunConfig(stream=True))
     assert result.status == "completed"
-    pulses = list(TraceEvent.objects.filter(trace_id=result.trace_id, type="waiting"))
+    tokens = list(TraceEvent.objects.filter(trace_id=result.trace_id, type="token").order_by("event_id"))
+    pulses = [e for e in tokens if e.payload.get("pulse")]
     assert 1 <= len(pulses) <= 4 and pulses[0].payload["seconds"] >= 0.3
+    assert all(e.payload["text"] == "" for e in pulses)
+    assert "".join(e.payload["text"] for e in tokens) == "finally"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from traces.api import views
+from traces.api import approvals, views
 
 app_name = "traces-api"
 
@@ -16,4 +16,10 @@ urlpatterns = [
     path("traces/<str:trace_id>/events", views.TraceEventsView.as_view(), name="trace-events"),
     path("traces/<str:trace_id>/run", views.TraceRunView.as_view(), name="trace-run"),
     path("traces/<str:trace_id>/stop", views.TraceStopView.as_view(), name="trace-stop"),
+    path("traces/<str:trace_id>/approvals", approvals.ApprovalListView.as_view(), name="approval-list"),
+    path(
+        "traces/<str:trace_id>/approvals/<int:approval_id>",
+        approvals.ApprovalDecideView.as_view(),
+        name="approval-decide",
+    ),
 ]

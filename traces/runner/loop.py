@@ -37,7 +37,8 @@ from traces.llm import (
     utility_model,
 )
 from traces.loop_detection import LoopDetector, LoopVerdict
-from traces.models import Message, Trace, TraceStatus
+from traces.models import Approval, Message, Trace, TraceStatus
+from traces.runner.approvals import POLICIES, GateDecision, approval_payload, confirm_policy, gate
 from traces.runner.config import InvalidRun, LeaseLost, RunConfig, RunError, RunResult
 from traces.runner.guards import ModelTimeout, TokenWatch, normalize_response
 from traces.runner.prepare import (
@@ -75,6 +76,7 @@ class _Run:
     stop_event: threading.Event = field(default_factory=threading.Event)
     last_poll: float = 0.0
     pending_calls: list[dict[str, Any]] = field(default_factory=list)
+    pending_from: int = 0  # sequence of the assistant message whose calls are pending
     fresh: list[Message] = field(default_factory=list)  # persisted, not yet yielded
     iterations: int = 0
     model_seconds: float = 0.0
@@ -85,6 +87,8 @@ class _Run:
         )
     )
     loop_verdict: LoopVerdict | None = None  # worst pattern seen in the current step
+    policy: str = "auto"  # confirm gate (G5)
+    gated: bool = False  # whether calls must pass the gate (a policy asks, or approvals exist)
 
     @property
     def offered(self) -> set[str]:
@@ -233,6 +237,9 @@ class AgentRunner:
         if temperature is not None:
             params["temperature"] = temperature
         params.update(config.llm_params)
+        policy = confirm_policy(trace, config.confirm_policy, preset)
+        if policy not in POLICIES:
+            raise InvalidRun(f"unknown confirm policy {policy!r}; use {', '.join(POLICIES)}")
         return _Run(
             trace=trace,
             store=store,
@@ -246,6 +253,9 @@ class AgentRunner:
             stream=settings.AGENT_STREAM if config.stream is None else config.stream,
             max_iterations=config.max_iterations or preset.max_iterations or settings.AGENT_MAX_ITERATIONS,
             context_every=config.context_every or settings.AGENT_CONTEXT_EVERY,
+            policy=policy,
+            gated=policy != "auto"
+            or (trace.last_sequence > 0 and Approval.objects.filter(trace=trace).exists()),
         )
 
     def _prepare_new(
@@ -322,6 +332,8 @@ class AgentRunner:
             )
             run.llm_messages = sanitize_history([m.to_llm_dict() for m in plan.kept])
             run.pending_calls = plan.pending_calls
+            if plan.pending_calls:
+                run.pending_from = next(m.sequence for m in reversed(plan.kept) if m.role == "assistant")
             for call in plan.missing_calls:
                 self._add_message(run, heal_message(call, run))
             self._append_inputs(run, messages)
@@ -373,7 +385,9 @@ class AgentRunner:
 
     def _loop(self, run: _Run) -> Iterator[Message]:
         if run.pending_calls:
-            yield from self._execute_calls(run, run.pending_calls)
+            yield from self._execute_calls(run, run.pending_calls, run.pending_from)
+            if run.trace.status != TraceStatus.RUNNING:
+                return None
         for iteration in range(run.max_iterations):
             if self._stopping(run):
                 return self._finish(run, TraceStatus.STOPPED)
@@ -396,7 +410,7 @@ class AgentRunner:
                 continue
             if not response.tool_calls:
                 return self._finish(run, TraceStatus.COMPLETED, result=response.content or "")
-            yield from self._execute_calls(run, response.tool_calls)
+            yield from self._execute_calls(run, response.tool_calls, assistant.sequence)
             if run.trace.status != TraceStatus.RUNNING:
                 return None  # stopped, or a guard ended the run
         return self._finish(
@@ -427,7 +441,8 @@ class AgentRunner:
 
         Abandoned when a stop arrives (R5) or a G3 timeout passes (hard limit,
         silent stream); a `waiting` pulse marks each first-feedback period without
-        a token; streamed text is persisted as `token` events as it arrives.
+        a token (an empty `token` event with `pulse: true`); streamed text is
+        persisted as `token` events as it arrives.
         """
         started = time.perf_counter()
         watch = TokenWatch(run.config.on_token)
@@ -465,7 +480,8 @@ class AgentRunner:
                     future.cancel()
                     raise ModelTimeout(f"model stream was silent for {silent:.0f} s (heartbeat timeout)")
                 if watch.first_at is None and elapsed > next_pulse:
-                    run.store.emit("waiting", {"seconds": round(elapsed, 1)})
+                    # seed 002: the first-feedback pulse is an empty token event
+                    run.store.emit("token", {"text": "", "pulse": True, "seconds": round(elapsed, 1)})
                     next_pulse += settings.AGENT_TIMEOUT_FIRST_FEEDBACK
                 if self._flush_tokens(run, watch) or run.store.has_pending_events:
                     run.store.commit()
@@ -504,14 +520,30 @@ class AgentRunner:
         run.store.commit()
         return message
 
-    def _execute_calls(self, run: _Run, calls: list[dict[str, Any]]) -> Iterator[Message]:
+    def _execute_calls(
+        self, run: _Run, calls: list[dict[str, Any]], message_sequence: int
+    ) -> Iterator[Message]:
         run.loop_verdict = None
         for call in calls:
             if self._stopping(run):
                 # Unanswered calls are healed when the trace is next loaded (R6).
                 self._finish(run, TraceStatus.STOPPED)
                 return
-            yield self._execute_call(run, call)
+            denial = None
+            if run.gated:
+                decision = self._gate(run, call, message_sequence)
+                if decision.action == "wait":
+                    self._finish(run, TraceStatus.WAITING)  # no worker is held while an expert decides
+                    return
+                call = decision.call
+                if decision.action == "deny":
+                    note = decision.approval.decision_note if decision.approval else ""
+                    denial = ToolResult(
+                        title="Denied",
+                        output=f"An expert denied this call.{' Reason: ' + note if note else ''}",
+                        is_error=True,
+                    )
+            yield self._execute_call(run, call, forced=denial)
         if run.loop_verdict is not None:
             yield from self._on_loop(run, run.loop_verdict)
 
@@ -547,7 +579,20 @@ class AgentRunner:
         run.store.commit()
         return note
 
-    def _execute_call(self, run: _Run, call: dict[str, Any]) -> Message:
+    def _gate(self, run: _Run, call: dict[str, Any], message_sequence: int) -> GateDecision:
+        name = str((call.get("function") or {}).get("name") or "")
+        tool = self.tool_registry.get(name) if name in run.offered else None
+        decision = gate(run.trace, call, tool, run.policy, message_sequence)
+        approval = decision.approval
+        if approval is None:
+            return decision
+        if decision.created:
+            run.store.emit("confirm_required", approval_payload(approval))
+        elif decision.action != "wait":
+            run.store.emit("confirm_response", approval_payload(approval))
+        return decision
+
+    def _execute_call(self, run: _Run, call: dict[str, Any], forced: ToolResult | None = None) -> Message:
         function = call.get("function") or {}
         name = str(function.get("name") or "")
         arguments = function.get("arguments")
@@ -563,8 +608,12 @@ class AgentRunner:
             extra={"store": run.store, "config": run.config},
         )
         started = time.perf_counter()
-        blocked = self.hooks.before_tool_call(run.trace, call) if self.hooks.has("before_tool_call") else None
-        if blocked:
+        blocked = None
+        if forced is None and self.hooks.has("before_tool_call"):
+            blocked = self.hooks.before_tool_call(run.trace, call)
+        if forced is not None:
+            result = forced
+        elif blocked:
             result = ToolResult(title="Blocked", output=f"This call was blocked: {blocked}", is_error=True)
         else:
             with run.store.keep_alive():  # a long tool must not look like a dead worker (W5)
@@ -623,7 +672,13 @@ class AgentRunner:
         if result is not None:
             trace.result_summary = result
         trace.error_message = error
-        event = {TraceStatus.COMPLETED: "final", TraceStatus.STOPPED: "stopped"}.get(status, "error")
+        if status == TraceStatus.WAITING:
+            trace.completed_at = None
+        event = {
+            TraceStatus.COMPLETED: "final",
+            TraceStatus.STOPPED: "stopped",
+            TraceStatus.WAITING: "waiting",
+        }.get(status, "error")
         run.store.emit(
             event,
             {

@@ -1,0 +1,174 @@
+"""The confirm gate (G5): risky calls wait for an expert, durably, and resume on a decision."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.scripted_llm import Reply, ToolCall
+from traces.approvals import approval_decide
+from traces.models import Approval, Message, Trace, TraceEvent
+from traces.runner import RunConfig, RunConflict
+
+pytestmark = pytest.mark.django_db
+
+
+def user(text: str) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": text}]
+
+
+def start_waiting_run(runner: Any, llm: Any, owner: Any, **config: Any) -> Trace:
+    llm.script(
+        "scripted",
+        [
+            Reply(
+                tool_calls=[
+                    ToolCall("list_files", {}),
+                    ToolCall("write", {"path": "out.txt", "content": "model text"}),
+                ]
+            ),
+            Reply(text="written"),
+        ],
+    )
+    result = runner.run_result(
+        user("write out.txt"), RunConfig(confirm_policy="ask-risky", owner_id=owner.pk, **config)
+    )
+    return Trace.objects.get(pk=result.trace_id)
+
+
+def test_a_risky_call_waits_durably_with_an_approval_bound_to_the_exact_call(runner, llm, integrator):
+    trace = start_waiting_run(runner, llm, integrator)
+
+    assert trace.status == "waiting" and trace.run_owner == "" and trace.completed_at is None
+    approval = Approval.objects.get(trace=trace)
+    assistant = Message.objects.get(trace=trace, role="assistant")
+    write_call = assistant.tool_calls[1]
+    assert (approval.tool_call_id, approval.tool_name) == (write_call["id"], "write")
+    assert approval.arguments == {"path": "out.txt", "content": "model text"}
+    assert approval.status == "pending" and approval.message_sequence == assistant.sequence
+    tools_run = list(Message.objects.filter(trace=trace, role="tool").values_list("name", flat=True))
+    assert tools_run == ["list_files"]  # the safe call ran; the risky one waits
+    types = list(TraceEvent.objects.filter(trace=trace).values_list("type", flat=True))
+    assert "confirm_required" in types and types[-1] == "waiting"
+
+
+def test_approving_with_edited_arguments_resumes_the_run_in_a_worker(
+    runner, llm, integrator, expert, inline_worker, workspace_root
+):
+    trace = start_waiting_run(runner, llm, integrator)
+    approval = Approval.objects.get(trace=trace)
+
+    with inline_worker():
+        approval_decide(
+            user=expert,
+            trace_id=trace.trace_id,
+            approval_id=approval.pk,
+            decision="approve",
+            arguments={"path": "out.txt", "content": "expert text"},
+            note="softened",
+        )
+
+    trace.refresh_from_db()
+    approval.refresh_from_db()
+    assert trace.status == "completed" and trace.result_summary == "written"
+    assert (workspace_root / trace.trace_id / "out.txt").read_text() == "expert text"
+    assert (approval.status, approval.decided_by, approval.decision_note) == ("approved", expert, "softened")
+    assert approval.decided_at is not None
+    response = TraceEvent.objects.get(trace=trace, type="confirm_response")
+    assert (
+        response.payload["decided_by"] == "expert"
+        and response.payload["edited_arguments"]["content"] == "expert text"
+    )
+    results = Message.objects.filter(trace=trace, role="tool").order_by("sequence")
+    assert [m.tool_call_id for m in results] == [
+        c["id"]
+        for c in Message.objects.get(trace=trace, role="assistant", tool_calls__isnull=False).tool_calls
+    ]
+
+
+def test_a_denied_call_gets_a_result_saying_so_and_the_run_goes_on(
+    runner, llm, integrator, expert, inline_worker, workspace_root
+):
+    trace = start_waiting_run(runner, llm, integrator)
+    approval = Approval.objects.get(trace=trace)
+
+    with inline_worker():
+        approval_decide(
+            user=expert,
+            trace_id=trace.trace_id,
+            approval_id=approval.pk,
+            decision="deny",
+            note="no writes today",
+        )
+
+    trace.refresh_from_db()
+    assert trace.status == "completed"
+    denied = Message.objects.get(trace=trace, tool_call_id=approval.tool_call_id)
+    assert (
+        "An expert denied this call. Reason: no writes today" in denied.content
+        and denied.kind == "tool_error"
+    )
+    assert not (workspace_root / trace.trace_id / "out.txt").exists()
+    with pytest.raises(RunConflict, match="already decided"):
+        approval_decide(user=expert, trace_id=trace.trace_id, approval_id=approval.pk, decision="approve")
+
+
+def test_a_waiting_trace_refuses_new_messages_until_its_calls_are_decided(runner, llm, integrator):
+    trace = start_waiting_run(runner, llm, integrator)
+    with pytest.raises(RunConflict, match="waiting on tool calls"):
+        runner.run_result(user("hurry up"), RunConfig(trace_id=trace.trace_id))
+
+
+def test_auto_policy_and_sub_agents_do_not_ask(runner, llm, integrator, workspace_root, settings):
+    settings.AGENT_CONFIRM_POLICY = "ask-risky"
+    parent = Trace.objects.create(trace_id="parent-1", status="completed")
+    llm.script(
+        "scripted",
+        [Reply(tool_calls=[ToolCall("write", {"path": "c.txt", "content": "child"})]), Reply(text="ok")],
+    )
+    child = runner.run_result(
+        user("child work"), RunConfig(parent_trace_id=parent.trace_id, new_trace_id="parent-1@delegate-1")
+    )
+    assert child.status == "completed" and not Approval.objects.exists()
+
+    llm.script(
+        "scripted",
+        [Reply(tool_calls=[ToolCall("write", {"path": "d.txt", "content": "x"})]), Reply(text="ok")],
+    )
+    plain = runner.run_result(user("auto"), RunConfig(confirm_policy="auto"))
+    assert plain.status == "completed" and not Approval.objects.exists()
+
+
+def test_approval_api_lists_and_decides_with_clear_errors(
+    runner, llm, integrator, expert, stranger, api_client, inline_worker
+):
+    trace = start_waiting_run(runner, llm, integrator)
+    approval = Approval.objects.get(trace=trace)
+    base = f"/api/traces/{trace.trace_id}/approvals"
+
+    listed = api_client(integrator).get(base)
+    assert listed.status_code == 200 and listed.json()[0]["arguments"]["path"] == "out.txt"
+    assert api_client(stranger).get(base).status_code == 404
+    assert api_client().get(base).status_code in (401, 403)
+    bad = api_client(expert).post(f"{base}/{approval.pk}", {"decision": "maybe"}, format="json")
+    assert bad.status_code == 400 and bad.json()["error"]
+    edit_on_deny = api_client(expert).post(
+        f"{base}/{approval.pk}", {"decision": "deny", "arguments": {"a": 1}}, format="json"
+    )
+    assert edit_on_deny.status_code == 400 and "approve" in edit_on_deny.json()["error"]
+    assert api_client(expert).post(f"{base}/99999", {"decision": "approve"}, format="json").status_code == 404
+    assert (
+        api_client(stranger).post(f"{base}/{approval.pk}", {"decision": "approve"}, format="json").status_code
+        == 404
+    )
+
+    with inline_worker():
+        decided = api_client(expert).post(f"{base}/{approval.pk}", {"decision": "approve"}, format="json")
+    assert decided.status_code == 200 and decided.json()["status"] == "approved"
+    assert decided.json()["decided_by"] == "expert"
+    again = api_client(expert).post(f"{base}/{approval.pk}", {"decision": "deny"}, format="json")
+    assert again.status_code == 409
+    assert Trace.objects.get(pk=trace.trace_id).status == "completed"
+    assert json.loads(json.dumps(api_client(expert).get(base).json()))[0]["status"] == "approved"

@@ -1,0 +1,64 @@
+"""Approval endpoints (G5): list a trace's approvals, decide one."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from traces.api.serializers import ErrorSerializer
+from traces.api.views import TRACE_ID, TraceAPIView
+from traces.approvals import approval_decide, approvals_for
+from traces.runner.approvals import approval_payload
+
+ERRORS = {code: ErrorSerializer for code in (400, 401, 404, 409, 413)}
+
+
+class ApprovalSerializer(serializers.Serializer):
+    approval_id = serializers.IntegerField()
+    tool_call_id = serializers.CharField()
+    message_sequence = serializers.IntegerField()
+    tool = serializers.CharField()
+    arguments = serializers.JSONField()
+    edited_arguments = serializers.JSONField(allow_null=True)
+    risk = serializers.CharField()
+    status = serializers.CharField()
+    decided_by = serializers.CharField(allow_null=True)
+    decided_at = serializers.DateTimeField(allow_null=True)
+    note = serializers.CharField(allow_blank=True)
+
+
+class DecisionSerializer(serializers.Serializer):
+    decision = serializers.ChoiceField(choices=["approve", "deny"])
+    arguments = serializers.DictField(
+        required=False, allow_null=True, help_text="edited arguments (approve only)"
+    )
+    note = serializers.CharField(required=False, allow_blank=True, default="")
+
+
+class ApprovalListView(TraceAPIView):
+    @extend_schema(parameters=[TRACE_ID], responses={200: ApprovalSerializer(many=True), **ERRORS})
+    def get(self, request: Request, trace_id: str) -> Response:
+        """The trace's approvals, pending and decided, oldest first."""
+        approvals = approvals_for(user=request.user, trace_id=trace_id)
+        return Response([approval_payload(a) for a in approvals])
+
+
+class ApprovalDecideView(TraceAPIView):
+    @extend_schema(
+        parameters=[TRACE_ID], request=DecisionSerializer, responses={200: ApprovalSerializer, **ERRORS}
+    )
+    def post(self, request: Request, trace_id: str, approval_id: int) -> Response:
+        """Approve (optionally with edited arguments) or deny a waiting tool call; the run resumes in a worker."""
+        body = DecisionSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        approval = approval_decide(
+            user=request.user,
+            trace_id=trace_id,
+            approval_id=approval_id,
+            decision=body.validated_data["decision"],
+            arguments=body.validated_data.get("arguments"),
+            note=body.validated_data.get("note", ""),
+        )
+        return Response(approval_payload(approval), status=status.HTTP_200_OK)

@@ -1,0 +1,77 @@
+"""Writes on approvals (G5): an expert's decision on a waiting tool call.
+
+The decision binds to one Approval (one tool call of one trace); it is recorded
+with who and when (the audit trail), and once no call of the trace is left
+pending, the trace is queued to resume: approved calls run, denied ones get a
+tool result saying so (traces/runner/approvals.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from traces.models import Approval, ApprovalStatus, Trace, TraceStatus
+from traces.runner import InvalidRun, RunConflict, TraceNotFound
+from traces.selectors import traces_visible_to
+
+DECISIONS = {"approve": ApprovalStatus.APPROVED, "deny": ApprovalStatus.DENIED}
+
+
+def approvals_for(*, user: Any, trace_id: str) -> QuerySet[Approval]:
+    trace = traces_visible_to(user).filter(pk=trace_id).first()
+    if trace is None:
+        raise TraceNotFound(f"trace {trace_id!r} does not exist")
+    return Approval.objects.filter(trace=trace).select_related("decided_by").order_by("requested_at")
+
+
+def approval_decide(
+    *,
+    user: Any,
+    trace_id: str,
+    approval_id: int,
+    decision: str,
+    arguments: dict[str, Any] | None = None,
+    note: str = "",
+) -> Approval:
+    """Approve (optionally with edited arguments) or deny one waiting call, then resume the trace.
+
+    Raises TraceNotFound (404) for a trace or approval `user` cannot see,
+    InvalidRun (400) for a bad decision or arguments, RunConflict (409) when the
+    call was already decided.
+    """
+    if decision not in DECISIONS:
+        raise InvalidRun(f"decision must be one of {', '.join(DECISIONS)} (got {decision!r})")
+    if arguments is not None and (decision != "approve" or not isinstance(arguments, dict)):
+        raise InvalidRun("arguments (an object) may only come with an approve decision")
+    if not isinstance(note, str):
+        raise InvalidRun("note must be a string")
+    approval = approvals_for(user=user, trace_id=trace_id).filter(pk=approval_id).first()
+    if approval is None:
+        raise TraceNotFound(f"approval {approval_id} of trace {trace_id!r} does not exist")
+    with transaction.atomic():
+        decided = Approval.objects.filter(pk=approval.pk, status=ApprovalStatus.PENDING).update(
+            status=DECISIONS[decision],
+            edited_arguments=arguments,
+            decided_by=user,
+            decided_at=timezone.now(),
+            decision_note=note,
+        )
+        if not decided:
+            approval.refresh_from_db()
+            raise RunConflict(f"approval {approval.pk} was already decided ({approval.status})")
+    approval.refresh_from_db()
+    _resume_when_decided(user=user, trace=approval.trace)
+    return approval
+
+
+def _resume_when_decided(*, user: Any, trace: Trace) -> None:
+    from traces.services import trace_continue
+
+    trace.refresh_from_db()
+    pending = Approval.objects.filter(trace=trace, status=ApprovalStatus.PENDING).exists()
+    if trace.status == TraceStatus.WAITING and not pending:
+        trace_continue(user=user, trace_id=trace.trace_id, messages=[])
