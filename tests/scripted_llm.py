@@ -397,7 +397,8 @@ def embeddings_body(body: dict[str, Any]) -> dict[str, Any]:
         "object": "list",
         "model": body.get("model", ""),
         "data": [
-            {"object": "embedding", "index": i, "embedding": embedding_of(str(t))} for i, t in enumerate(texts)
+            {"object": "embedding", "index": i, "embedding": embedding_of(str(t))}
+            for i, t in enumerate(texts)
         ],
         "usage": {"prompt_tokens": sum(estimate_tokens(str(t)) for t in texts), "total_tokens": 0},
     }
