@@ -1,0 +1,226 @@
+"""A running service for end-to-end tests and benchmarks: real daphne and real
+`manage.py qcluster` processes on PostgreSQL + Redis, or on a SQLite file alone
+(the embedded default), against the scripted model server of the test process."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import throwaway_pg  # noqa: E402
+
+REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_port(port: int, process: subprocess.Popen[bytes], what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{what} exited with code {process.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"{what} did not listen on port {port} within {timeout} s")
+
+
+def kill_group(process: subprocess.Popen[bytes], sig: int = signal.SIGKILL) -> None:
+    """Signal the process and everything it forked (it leads its own process group)."""
+    try:
+        os.killpg(process.pid, sig)
+    except ProcessLookupError:
+        pass
+    process.wait(timeout=10)
+
+
+class Stack:
+    """Databases, Redis, daphne and worker clusters; `stop()` ends everything it started."""
+
+    def __init__(self, *, model_url: str, redis: bool, postgres: bool, workers: int = 2, **env: str) -> None:
+        self.tmp = Path(tempfile.mkdtemp(prefix="agentsite-e2e-"))
+        self.pg: Any = None
+        self.redis: subprocess.Popen[bytes] | None = None
+        self.daphne: subprocess.Popen[bytes] | None = None
+        self.clusters: list[subprocess.Popen[bytes]] = []
+        base = {
+            k: v for k, v in os.environ.items() if not k.startswith(("AGENT_", "DATABASE_URL", "REDIS_URL"))
+        }
+        self.env = {
+            **base,
+            "PYTHONUNBUFFERED": "1",
+            "AGENT_MODEL": "openai/scripted",
+            "AGENT_UTILITY_MODEL": "openai/utility",
+            "AGENT_API_BASE": model_url,
+            "AGENT_API_KEY": "sk-test-not-a-secret",
+            "AGENT_WORKSPACE_ROOT": str(self.tmp / "workspaces"),
+            "AGENT_WORKERS": str(workers),
+            "AGENT_LLM_RETRIES": "0",
+            "SQLITE_PATH": str(self.tmp / "db.sqlite3"),
+            "LOG_LEVEL": "WARNING",
+            **env,
+        }
+        try:
+            if postgres:
+                self.pg = throwaway_pg.start()
+                self.env["DATABASE_URL"] = self.pg.url
+            if redis:
+                port = free_port()
+                self.redis = subprocess.Popen(
+                    [
+                        REDIS_SERVER,
+                        "--port",
+                        str(port),
+                        "--bind",
+                        "127.0.0.1",
+                        "--save",
+                        "",
+                        "--appendonly",
+                        "no",
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    process_group=0,
+                )
+                wait_for_port(port, self.redis, "redis-server")
+                self.env["REDIS_URL"] = f"redis://127.0.0.1:{port}/0"
+            self.manage("migrate", "-v", "0")
+            self.token = self.manage(
+                "shell",
+                "-c",
+                "from django.contrib.auth.models import User; from rest_framework.authtoken.models import Token;"
+                "u = User.objects.create_user('integrator', password='pw');"
+                "print(Token.objects.create(user=u).key)",
+            ).split()[-1]
+            self.port = free_port()
+            self.daphne = self._spawn(
+                [
+                    sys.executable,
+                    "-m",
+                    "daphne",
+                    "-b",
+                    "127.0.0.1",
+                    "-p",
+                    str(self.port),
+                    "agentsite.asgi:application",
+                ],
+                "daphne",
+            )
+            wait_for_port(self.port, self.daphne, "daphne")
+            self.start_cluster()
+        except BaseException:
+            self.stop()
+            raise
+
+    # --- processes -------------------------------------------------------------
+
+    def manage(self, *args: str) -> str:
+        result = subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=ROOT,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if result.returncode:
+            raise RuntimeError(f"manage.py {args[0]} failed:\n{result.stderr[-3000:]}")
+        return result.stdout
+
+    def _spawn(self, cmd: list[str], name: str) -> subprocess.Popen[bytes]:
+        with open(self.tmp / f"{name}.log", "ab") as log:  # the child keeps its own copy of the fd
+            return subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=log, stderr=log, process_group=0)
+
+    def start_cluster(self) -> subprocess.Popen[bytes]:
+        cluster = self._spawn([sys.executable, "manage.py", "qcluster"], f"qcluster-{len(self.clusters)}")
+        self.clusters.append(cluster)
+        return cluster
+
+    def kill_cluster(self, cluster: subprocess.Popen[bytes]) -> None:
+        """kill -9 the whole cluster: guard, pusher, monitor and workers."""
+        kill_group(cluster, signal.SIGKILL)
+
+    def stop(self) -> None:
+        for process in [*self.clusters, self.daphne]:
+            if process is not None and process.poll() is None:
+                kill_group(process, signal.SIGKILL)
+        if self.redis is not None:
+            kill_group(self.redis, signal.SIGKILL)
+        if self.pg is not None:
+            self.pg.stop()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def log(self, name: str) -> str:
+        path = self.tmp / f"{name}.log"
+        return path.read_text(errors="replace")[-4000:] if path.exists() else ""
+
+    # --- HTTP and WebSocket ----------------------------------------------------
+
+    @property
+    def http(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api"
+
+    def api(self, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(
+            f"{self.http}{path}",
+            data=data,
+            method=method,
+            headers={"Authorization": f"Token {self.token}", "Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return response.status, json.loads(response.read() or b"null")
+        except urllib.error.HTTPError as error:
+            return error.code, json.loads(error.read() or b"null")
+
+    def watch_url(self, trace_id: str, since: int = 0) -> str:
+        return f"ws://127.0.0.1:{self.port}/api/traces/{trace_id}/watch?since={since}"
+
+    def watch(self, trace_id: str, since: int = 0) -> Any:
+        from websockets.sync.client import connect
+
+        return connect(
+            self.watch_url(trace_id, since), additional_headers={"Authorization": f"Token {self.token}"}
+        )
+
+    def events(
+        self, trace_id: str, since: int = 0, *, until: str = "final", timeout: float = 30
+    ) -> Iterator[dict]:
+        """Events of a trace over a real WebSocket, up to and including the first `until` event."""
+        with self.watch(trace_id, since) as socket_:
+            deadline = time.monotonic() + timeout
+            while True:
+                event = json.loads(socket_.recv(timeout=max(deadline - time.monotonic(), 0.01)))
+                yield event
+                if event["type"] == until:
+                    return
+
+    def wait_for(self, predicate: Any, timeout: float = 30, what: str = "condition") -> Any:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = predicate()
+            if value:
+                return value
+            time.sleep(0.1)
+        raise AssertionError(f"timed out waiting for {what}")
