@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import sys
+
 from django.apps import AppConfig
 
 
@@ -19,3 +21,7 @@ class TracesConfig(AppConfig):
         from traces.tasks import on_worker_start
 
         post_spawn.connect(on_worker_start, dispatch_uid="traces.sweep_at_worker_start")
+        if sys.argv[1:2] == ["qcluster"]:
+            # django-q2 forks its workers from this process: load litellm (~5 s of
+            # imports) once here, shared, not in every worker on its first run.
+            import litellm  # noqa: F401
