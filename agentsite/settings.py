@@ -213,6 +213,16 @@ AGENT_SKILLS_DIRS = [
     for path in map(Path, env_list("AGENT_SKILLS_DIRS", ["skills"]))
 ]
 AGENT_USER_SKILLS_DIR = Path(env_str("AGENT_USER_SKILLS_DIR") or str(Path.home() / ".agentsite" / "skills"))
+# Memory (M4, M6): experiences retrieved per new trace, optional embeddings, skill dirs.
+AGENT_EXPERIENCE_TOP_K = env_int("AGENT_EXPERIENCE_TOP_K", 5, minimum=0)
+AGENT_EMBEDDING_MODEL = env_str("AGENT_EMBEDDING_MODEL")
+AGENT_EMBEDDING_API_BASE = env_str("AGENT_EMBEDDING_API_BASE") or AGENT_API_BASE
+AGENT_EMBEDDING_API_KEY = env_str("AGENT_EMBEDDING_API_KEY") or AGENT_API_KEY
+AGENT_SKILLS_DIRS = [
+    path if path.is_absolute() else BASE_DIR / path
+    for path in map(Path, env_list("AGENT_SKILLS_DIRS", ["skills"]))
+]
+AGENT_USER_SKILLS_DIR = Path(env_str("AGENT_USER_SKILLS_DIR") or str(Path.home() / ".agentsite" / "skills"))
 # G3 timeouts: a call over AGENT_TIMEOUT_HARD is abandoned; a stream silent for
 # AGENT_TIMEOUT_HEARTBEAT is abandoned; no first token within
 # AGENT_TIMEOUT_FIRST_FEEDBACK emits a `waiting` pulse event. The per-request
@@ -253,6 +263,10 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "agentsite API",
     "DESCRIPTION": "Start, steer, rewind and watch agent traces.",
     "VERSION": "0.1.0",
+    "ENUM_NAME_OVERRIDES": {
+        "ExperienceStatusEnum": "memory.models.ExperienceStatus",
+        "TraceStatusEnum": "traces.models.TraceStatus",
+    },
 }
 
 if REDIS_URL:

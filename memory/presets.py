@@ -1,4 +1,10 @@
-"""Agent presets (M7, T5): per agent type, which tools, how many steps, which skills."""
+"""Agent presets (M7, T5): per agent type, which tools, how many steps, which skills.
+
+Built-ins (and anything `register_preset` adds in this process) live in
+`AGENT_PRESETS`; presets stored in the database (`memory.models.AgentPreset`,
+edited in the admin or loaded with `manage.py load_presets FILE`) override and
+extend them, in every process. `get_preset` reads both.
+"""
 
 from __future__ import annotations
 
@@ -32,14 +38,24 @@ AGENT_PRESETS: dict[str, AgentPreset] = {
         description="Default agent with every tool.",
     ),
     "explore": AgentPreset(
-        allowed_tools=["read", "glob", "grep", "list_files", "goal"],
+        allowed_tools=["read", "glob", "grep", "list_files", "goal", "skill", "get_experience"],
         denied_tools=["write", "edit", "bash", "agent"],
         max_iterations=15,
         skills=["planning"],
         description="Read-only explorer for code and file analysis.",
     ),
     "analyst": AgentPreset(
-        allowed_tools=["read", "glob", "grep", "list_files", "goal", "web_search", "webfetch"],
+        allowed_tools=[
+            "read",
+            "glob",
+            "grep",
+            "list_files",
+            "goal",
+            "web_search",
+            "webfetch",
+            "skill",
+            "get_experience",
+        ],
         denied_tools=["write", "edit", "bash", "agent"],
         temperature=0.3,
         max_iterations=25,
@@ -49,13 +65,36 @@ AGENT_PRESETS: dict[str, AgentPreset] = {
 }
 
 
+PRESET_FIELDS = (
+    "allowed_tools",
+    "denied_tools",
+    "max_iterations",
+    "temperature",
+    "skills",
+    "description",
+    "extra",
+)
+
+
 class UnknownPreset(KeyError):
     def __str__(self) -> str:
-        return f"unknown preset {self.args[0]!r}; known presets: {', '.join(sorted(AGENT_PRESETS))}"
+        return f"unknown preset {self.args[0]!r}; known presets: {', '.join(preset_names())}"
+
+
+def preset_names() -> list[str]:
+    from memory.models import AgentPreset as StoredPreset
+
+    return sorted({*AGENT_PRESETS, *StoredPreset.objects.values_list("name", flat=True)})
 
 
 def get_preset(name: str | None) -> AgentPreset:
+    """The preset `name` (default "default"): the database's, else the built-in one."""
+    from memory.models import AgentPreset as StoredPreset
+
     key = name or "default"
+    stored = StoredPreset.objects.filter(name=key).first()
+    if stored is not None:
+        return AgentPreset(**{f: getattr(stored, f) for f in PRESET_FIELDS})
     if key not in AGENT_PRESETS:
         raise UnknownPreset(key)
     return AGENT_PRESETS[key]
@@ -68,11 +107,35 @@ def register_preset(name: str, preset: AgentPreset | dict[str, Any]) -> AgentPre
     return preset
 
 
-def load_presets_file(path: str | Path) -> list[str]:
-    """Register every preset of a JSON file `{"name": {...AgentPreset fields}}`."""
+def read_presets_file(path: str | Path) -> dict[str, AgentPreset]:
+    """Parse a JSON file `{"name": {...AgentPreset fields}}`; ValueError naming the fault."""
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a JSON object of presets")
+    presets = {}
     for name, fields in data.items():
-        register_preset(name, fields)
-    return list(data)
+        if not isinstance(fields, dict):
+            raise ValueError(f"{path}: preset {name!r} must be an object")
+        unknown = set(fields) - set(PRESET_FIELDS)
+        if unknown:
+            raise ValueError(f"{path}: preset {name!r} has unknown field(s) {', '.join(sorted(unknown))}")
+        presets[name] = AgentPreset(**fields)
+    return presets
+
+
+def load_presets_file(path: str | Path) -> list[str]:
+    """Register every preset of a JSON file in this process (see `preset_save` to store them)."""
+    presets = read_presets_file(path)
+    for name, preset in presets.items():
+        register_preset(name, preset)
+    return list(presets)
+
+
+def preset_save(name: str, preset: AgentPreset) -> None:
+    """Store `preset` in the database under `name` (every process sees it)."""
+    from memory.models import AgentPreset as StoredPreset
+
+    fields = {f: getattr(preset, f) for f in PRESET_FIELDS}
+    fields["description"] = fields["description"] or ""
+    fields["extra"] = fields["extra"] or {}
+    StoredPreset.objects.update_or_create(name=name, defaults=fields)

@@ -10,7 +10,7 @@ from django.http import HttpRequest
 
 from traces.models import Approval, Goal, Message, Trace, TraceEvent
 from traces.runner import RunError
-from traces.services import trace_request_stop
+from traces.services import trace_reflect, trace_request_stop
 
 
 class GoalInline(admin.TabularInline):
@@ -61,12 +61,23 @@ class TraceAdmin(admin.ModelAdmin):
         "completed_at",
     )
     inlines = [GoalInline]
-    actions = ["stop_traces"]
+    actions = ["stop_traces", "reflect_traces"]
 
     @admin.action(description="Stop the selected running traces")
     def stop_traces(self, request: HttpRequest, queryset: QuerySet[Trace]) -> None:
         stopped = sum(trace_request_stop(trace_id=t.trace_id) for t in queryset)
         self.message_user(request, f"Asked {stopped} running trace(s) to stop.", messages.SUCCESS)
+
+    @admin.action(description="Reflect on the selected traces (draft experiences, M3)")
+    def reflect_traces(self, request: HttpRequest, queryset: QuerySet[Trace]) -> None:
+        started = 0
+        for trace in queryset:
+            try:
+                trace_reflect(user=request.user, trace_id=trace.trace_id)
+                started += 1
+            except RunError as exc:
+                self.message_user(request, f"{trace.trace_id}: {exc}", messages.WARNING)
+        self.message_user(request, f"Reflection queued for {started} trace(s).", messages.SUCCESS)
 
 
 @admin.register(Message)

@@ -325,3 +325,30 @@ def _retry_delay(exc: Exception, attempt: int) -> float:
 def _describe(exc: Exception) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return f"{type(exc).__name__}: {text[:500]}"
+
+
+def embedding_model() -> ModelSettings | None:
+    """The embedding model for experience retrieval (M4), or None when not configured."""
+    name = (settings.AGENT_EMBEDDING_MODEL or "").strip()
+    if not name:
+        return None
+    return ModelSettings(
+        name, settings.AGENT_EMBEDDING_API_BASE or None, settings.AGENT_EMBEDDING_API_KEY or None
+    )
+
+
+def embed(texts: list[str], *, model: ModelSettings, timeout: float = 30.0) -> list[list[float]]:
+    """Embedding vectors of `texts` through litellm; LLMError when the provider fails."""
+    import litellm
+
+    kwargs: dict[str, Any] = {"model": model.model, "input": texts, "timeout": timeout}
+    if model.api_base:
+        kwargs["api_base"] = model.api_base
+    if model.api_key:
+        kwargs["api_key"] = model.api_key
+    try:
+        response = litellm.embedding(**kwargs)
+    except Exception as exc:
+        raise LLMError(f"{model.model}: {_describe(exc)}") from exc
+    rows = sorted(response.data, key=lambda row: row["index"])
+    return [list(map(float, row["embedding"])) for row in rows]

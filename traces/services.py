@@ -40,6 +40,7 @@ from traces.runner.prepare import new_trace_id, plan_existing, text_of, validate
 from traces.selectors import trace_main_path, traces_visible_to
 
 RUN_TASK = "traces.tasks.run_trace"
+REFLECT_TASK = "memory.tasks.reflect_trace"
 
 
 def trace_request_stop(*, trace_id: str) -> bool:
@@ -140,30 +141,67 @@ def trace_continue(
     )
     path = trace_main_path(trace_id=trace.trace_id, head_sequence=trace.head_sequence)
     plan_existing(trace, path, clean, config, trace.status)
-    now = timezone.now()
     with transaction.atomic():
-        reserved = (
-            Trace.objects.filter(pk=trace.pk, run_token=trace.run_token)
-            .exclude(status=TraceStatus.RUNNING)
-            .update(
-                status=TraceStatus.RUNNING,
-                run_token=config.reserved_token,
-                run_owner="",
-                heartbeat_at=None,
-                stop_requested=False,
-                error_message=None,
-                completed_at=None,
-                updated_at=now,
-            )
-        )
-        if not reserved:
-            raise RunConflict(
-                f"trace {trace.trace_id!r} was started by another request a moment ago; "
-                "wait for that run to finish or stop it"
-            )
+        _reserve(trace, config.reserved_token)
         _enqueue(trace.trace_id, clean, config)
     trace.refresh_from_db()
     return trace
+
+
+def trace_reflect(*, user: Any, trace_id: str, focus: str = "") -> Trace:
+    """Reflect on a trace in a worker (M3): a side branch off the head extracts draft experiences.
+
+    Holds the run lease like a run (409 while the trace runs or is queued) and
+    gives the trace back in the status it had; the head does not move
+    (`memory/reflect.py`). Raises TraceNotFound (404), InvalidRun (400) for a
+    trace with no messages, a non-string focus or no model configured.
+    """
+    trace = _trace_for(user, trace_id)
+    if trace.status == TraceStatus.RUNNING:
+        raise RunConflict(_running_reason(trace))
+    if not isinstance(focus, str):
+        raise InvalidRun("focus must be a string")
+    if not trace.head_sequence:
+        raise InvalidRun(f"trace {trace.trace_id!r} has no messages to reflect on")
+    _check_model(trace.model)
+    from django_q.tasks import async_task
+
+    token, previous = trace.run_token + 1, trace.status
+    with transaction.atomic():
+        _reserve(trace, token, clear_outcome=False)
+        transaction.on_commit(
+            lambda: async_task(
+                REFLECT_TASK, trace.trace_id, focus, token, previous, task_name=f"reflect {trace.trace_id}"
+            )
+        )
+    trace.refresh_from_db()
+    return trace
+
+
+def _reserve(trace: Trace, token: int, *, clear_outcome: bool = True) -> None:
+    """Reserve `trace` for a worker with lease `token` (compare-and-swap, see the module doc).
+
+    `clear_outcome=False` keeps the error and completion time (a reflection gives them back).
+    """
+    outcome = {"error_message": None, "completed_at": None} if clear_outcome else {}
+    reserved = (
+        Trace.objects.filter(pk=trace.pk, run_token=trace.run_token)
+        .exclude(status=TraceStatus.RUNNING)
+        .update(
+            status=TraceStatus.RUNNING,
+            run_token=token,
+            run_owner="",
+            heartbeat_at=None,
+            stop_requested=False,
+            updated_at=timezone.now(),
+            **outcome,
+        )
+    )
+    if not reserved:
+        raise RunConflict(
+            f"trace {trace.trace_id!r} was started by another request a moment ago; "
+            "wait for that run to finish or stop it"
+        )
 
 
 def trace_stop(*, user: Any, trace_id: str) -> Trace:

@@ -21,7 +21,9 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from memory.injection import system_prompt_for, with_experiences
 from memory.presets import AgentPreset, UnknownPreset, get_preset
+from memory.services import experience_record_citations, experience_record_outcome
 from tools.models import ToolContext, ToolResult
 from tools.registry import Tool, ToolRegistry, load_builtin_tools
 from traces import prompts
@@ -262,6 +264,8 @@ class AgentRunner:
         self, messages: list[dict[str, Any]], config: RunConfig, preset: AgentPreset, tools: list[Tool]
     ) -> _Run:
         model = self._model(config.model)
+        base = config.system_prompt or prompts.SYSTEM_PROMPT
+        system = system_prompt_for(config, preset, base, {t.name for t in tools})  # M6
         trace = new_trace(messages, config, model=model.model, owner=self.worker_id)
         trace.tools = [t.schema() for t in tools]
         if config.reserved_token is not None:
@@ -272,8 +276,10 @@ class AgentRunner:
         if config.reserved_token is None:
             trace.save(force_insert=True)
         if messages[0]["role"] != "system":
-            system = config.system_prompt or prompts.SYSTEM_PROMPT
             messages = [{"role": "system", "content": system}, *messages]
+        messages = with_experiences(  # M4
+            trace, messages, config, utility_call=self.utility_llm_call, emit=run.store.emit
+        )
         run.store.emit("run_started", {"mode": "new", "model": model.model, "agent_type": config.agent_type})
         self._append_inputs(run, messages)
         run.store.commit()
@@ -517,6 +523,7 @@ class AgentRunner:
             description=describe_assistant(response),
         )
         self._add_message(run, message)
+        experience_record_citations(trace=run.trace, text=response.content)  # M4: [ex_…] = usage
         run.store.commit()
         return message
 
@@ -672,6 +679,7 @@ class AgentRunner:
         if result is not None:
             trace.result_summary = result
         trace.error_message = error
+        experience_record_outcome(trace=trace, status=status)  # M5: outcomes feed success_rate
         if status == TraceStatus.WAITING:
             trace.completed_at = None
         event = {

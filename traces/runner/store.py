@@ -137,12 +137,17 @@ class RunStore:
         self.trace.last_sequence += 1
         return self.trace.last_sequence
 
-    def add_message(self, message: Message) -> Message:
-        """Buffer `message` as the new head; counts it in the trace totals."""
+    def add_message(self, message: Message, *, move_head: bool = True) -> Message:
+        """Buffer `message` as the new head; counts it in the trace totals.
+
+        `move_head=False` stores a side-branch message (a reflection, M3): it hangs
+        from its `parent_sequence`, but the head and so the main path stay put.
+        """
         trace = self.trace
         message.segment_start = self._segment_start(message)
         self._newest = (message.sequence, message.segment_start)
-        trace.head_sequence = message.sequence
+        if move_head:
+            trace.head_sequence = message.sequence
         trace.total_messages += 1
         prompt = message.prompt_tokens or 0
         completion = message.completion_tokens or 0

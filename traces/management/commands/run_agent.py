@@ -38,11 +38,20 @@ class Command(BaseCommand):
         parser.add_argument("--max-iterations", type=int, help="step limit for this run")
         parser.add_argument("--name", help="display name of a new trace")
         parser.add_argument("--no-stream", action="store_true", help="plain model calls instead of streaming")
+        parser.add_argument(
+            "--reflect",
+            nargs="?",
+            const="",
+            metavar="FOCUS",
+            help="reflect on the trace (after the run, or alone with --trace) to extract draft experiences",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         task = options["task"]
         if not task and not options["trace_id"]:
             raise CommandError("give a task, or --trace ID to continue a trace")
+        if options["reflect"] is not None and not task:
+            return self._reflect(options["trace_id"], options["reflect"])
         messages = [{"role": "user", "content": task}] if task else []
         config = RunConfig(
             model=options["model"],
@@ -79,9 +88,27 @@ class Command(BaseCommand):
             signal.signal(signal.SIGINT, previous)
         assert trace is not None
         self._print_summary(trace)
+        if options["reflect"] is not None:
+            self._reflect(trace.trace_id, options["reflect"], exit_on_failure=False)
         code = EXIT_CODES.get(trace.status, 1)
         if code:
             raise CommandError(f"trace {trace.trace_id} ended {trace.status}", returncode=code)
+
+    def _reflect(self, trace_id: str, focus: str, *, exit_on_failure: bool = True) -> None:
+        """M3: a side branch off the head extracts draft experiences; exit 1 when it fails."""
+        from memory.reflect import reflect_on_trace
+
+        try:
+            result = reflect_on_trace(trace_id=trace_id, focus=focus)
+        except RunError as exc:
+            raise CommandError(str(exc), returncode=2) from None
+        if result.status == "completed":
+            codes = ", ".join(result.codes) or "none"
+            self.stdout.write(self.style.SUCCESS(f"reflection on {trace_id}: draft experiences {codes}"))
+            return
+        self.stdout.write(self.style.ERROR(f"reflection on {trace_id} failed: {result.error}"))
+        if exit_on_failure:
+            raise CommandError(f"reflection on {trace_id} failed", returncode=1)
 
     def _print_token(self, text: str) -> None:
         if self.stdout.isatty():

@@ -1,0 +1,193 @@
+"""Experience retrieval (M4): quality on a labeled set, latency over 10,000 experiences.
+
+    python bench/retrieval.py                 # SQLite and a throwaway PostgreSQL
+    python bench/retrieval.py --db sqlite     # one database
+    python bench/retrieval.py --size 10000 --repeats 5
+
+Quality: `bench/data/retrieval_set.json` (60 approved experiences, 20 tasks, each
+with the 3 experiences written for it). A task's tags come from the set (no
+model), no embeddings. precision@3 = relevant in the top 3 / 3, recall@3 =
+relevant in the top 3 / relevant; averaged over tasks, for tags + full text (the
+product's ranking), tags only and full text only, then again with the labeled
+experiences hidden among the distractors.
+
+Latency: the labeled set plus generated distractors up to `--size` (80 %
+approved; text drawn from the labeled set's words, so nearly every one shares
+words with every task; 15 % carry the labeled set's tags, the rest other tags); each task's `experience_search` (k=5) is timed `--repeats`
+times after a warm-up; median and p95 over all calls.
+
+Each database runs in its own process (Django is configured once per process).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "bench" / "data" / "retrieval_set.json"
+
+
+def _worker(args: argparse.Namespace) -> None:
+    sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connection
+
+    from memory.models import Experience, ExperienceStatus
+    from memory.retrieval import experience_search
+
+    call_command("migrate", verbosity=0)
+    data = json.loads(DATA.read_text(encoding="utf-8"))
+    labeled = [
+        Experience(
+            code=e["id"],
+            category=e["category"],
+            tags=e["tags"],
+            condition=e["condition"],
+            rule=e["rule"],
+            status=ExperienceStatus.APPROVED,
+            source="manual",
+        )
+        for e in data["experiences"]
+    ]
+    for experience in labeled:
+        experience.build_indexes()
+    Experience.objects.all().delete()
+    Experience.objects.bulk_create(labeled)
+    tasks = data["tasks"]
+    vendor = connection.vendor
+
+    def quality(mode: str) -> tuple[float, float]:
+        precisions, recalls = [], []
+        for task in tasks:
+            tags = task["tags"] if mode in ("both", "tags") else {}
+            text = task["task"] if mode in ("both", "text") else ""
+            found = [s.experience.code for s in experience_search(tags=tags, text=text, k=3)]
+            hits = len(set(found) & set(task["expected"]))
+            precisions.append(hits / 3)
+            recalls.append(hits / len(task["expected"]))
+        return statistics.mean(precisions), statistics.mean(recalls)
+
+    rows = [(f"labeled set ({len(labeled)})", mode, *quality(mode)) for mode in ("both", "tags", "text")]
+    _add_distractors(Experience, ExperienceStatus, labeled, args.size - len(labeled))
+    if vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE memory_experience")
+    total = Experience.objects.count()
+    rows.append((f"among {total:,}", "both", *quality("both")))
+
+    for task in tasks:  # warm-up
+        experience_search(tags=task["tags"], text=task["task"], k=5)
+    timings = []
+    for _ in range(args.repeats):
+        for task in tasks:
+            started = time.perf_counter()
+            experience_search(tags=task["tags"], text=task["task"], k=5)
+            timings.append((time.perf_counter() - started) * 1000)
+    timings.sort()
+    print(
+        json.dumps(
+            {
+                "vendor": vendor,
+                "quality": rows,
+                "total": total,
+                "median_ms": statistics.median(timings),
+                "p95_ms": timings[int(len(timings) * 0.95) - 1],
+                "calls": len(timings),
+            }
+        )
+    )
+
+
+def _add_distractors(Experience: Any, ExperienceStatus: Any, labeled: list[Any], count: int) -> None:
+    """Experiences (80 % approved) whose text is drawn from the labeled set's words, so
+    most of them share words with every task; 15 % carry the labeled set's tags, the
+    rest tags of 400 other topics."""
+    rng = random.Random(7)
+    other = [f"topic{n}" for n in range(400)]
+    label_states = sorted({t for e in labeled for t in e.tags["state"]})
+    label_intents = sorted({t for e in labeled for t in e.tags["intent"]})
+    words = sorted({w for e in labeled for w in (e.condition + " " + e.rule).split() if w.isalpha()})
+    categories = ["tool_usage", "logic_flow", "environment", "domain", "communication"]
+    batch = []
+    for n in range(count):
+        states, intents = (label_states, label_intents) if rng.random() < 0.15 else (other, other)
+        experience = Experience(
+            code=f"ex_{len(labeled) + n + 1:05d}",
+            category=rng.choice(categories),
+            tags={"state": rng.sample(states, rng.randint(0, 2)), "intent": rng.sample(intents, 1)},
+            condition=" ".join(rng.choices(words, k=rng.randint(5, 10))),
+            rule=" ".join(rng.choices(words, k=rng.randint(10, 25))),
+            status=ExperienceStatus.APPROVED if rng.random() < 0.8 else ExperienceStatus.DRAFT,
+            helpful=rng.randint(0, 10),
+            harmful=rng.randint(0, 2),
+        )
+        experience.build_indexes()
+        batch.append(experience)
+        if len(batch) == 1000:
+            Experience.objects.bulk_create(batch)
+            batch = []
+    Experience.objects.bulk_create(batch)
+
+
+def _run(kind: str, args: argparse.Namespace, url: str | None = None) -> dict[str, Any]:
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "SQLITE_PATH")}
+    env.update(DJANGO_SETTINGS_MODULE="agentsite.settings", LOG_LEVEL="WARNING", PYTHONPATH=str(ROOT))
+    if url:
+        env["DATABASE_URL"] = url
+    else:
+        env["SQLITE_PATH"] = str(Path(tempfile.mkdtemp(prefix="bench-retrieval-")) / "bench.sqlite3")
+    command = [sys.executable, __file__, "--worker", "--size", str(args.size), "--repeats", str(args.repeats)]
+    output = subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout
+    return json.loads(output.strip().splitlines()[-1])
+
+
+def _print(result: dict[str, Any]) -> None:
+    print(f"\n{result['vendor']}: quality (precision@3 / recall@3, tags from the set, no embeddings)")
+    for name, mode, precision, recall in result["quality"]:
+        label = {"both": "tags + full text", "tags": "tags only", "text": "full text only"}[mode]
+        print(f"  {name:<22} {label:<17} P@3 {precision:.3f}   R@3 {recall:.3f}")
+    print(
+        f"{result['vendor']}: latency over {result['total']:,} experiences, k=5, {result['calls']} calls: "
+        f"median {result['median_ms']:.1f} ms, p95 {result['p95_ms']:.1f} ms"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--db", choices=["sqlite", "postgresql", "both"], default="both")
+    parser.add_argument("--size", type=int, default=10_000, help="experiences in the latency run")
+    parser.add_argument("--repeats", type=int, default=5, help="timed passes over the 20 tasks")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        _worker(args)
+        return
+    print("# experience retrieval bench (bench/retrieval.py)")
+    if args.db in ("sqlite", "both"):
+        _print(_run("sqlite", args))
+    if args.db in ("postgresql", "both"):
+        sys.path.insert(0, str(ROOT / "scripts"))
+        from throwaway_pg import start
+
+        with start() as pg:
+            _print(_run("postgresql", args, pg.url))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,62 @@
+"""What the runner asks of memory when it prepares a new trace (M4, M6).
+
+`system_prompt_for` adds the skills to the system prompt; `with_experiences`
+appends the retrieved experiences to the first user message and notes them in
+`trace.context["experiences"]` (so outcomes and citations can be credited).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from memory.presets import AgentPreset
+from memory.retrieval import format_experiences, retrieve_for_task
+from memory.services import MEMORY_CONTEXT
+from memory.skills import UnknownSkill, skills_for_prompt, skills_prompt
+from traces.models import Trace
+from traces.runner.config import InvalidRun, RunConfig
+
+
+def system_prompt_for(config: RunConfig, preset: AgentPreset, base: str, offered: set[str]) -> str:
+    """`base` plus the skills chosen by call site > preset > all built-ins.
+
+    Raises InvalidRun when the call site names a skill that does not exist.
+    """
+    try:
+        injected = skills_for_prompt(config.skills, preset.skills)
+    except UnknownSkill as exc:
+        raise InvalidRun(str(exc)) from None
+    section = skills_prompt(injected, list_others="skill" in offered)
+    return f"{base}\n\n{section}" if section else base
+
+
+def with_experiences(
+    trace: Trace,
+    messages: list[dict[str, Any]],
+    config: RunConfig,
+    *,
+    utility_call: Callable[..., Any],
+    emit: Callable[[str, dict[str, Any]], None],
+) -> list[dict[str, Any]]:
+    """`messages` with the top experiences appended to the first user message."""
+    if not config.enable_memory:
+        return messages
+    retrieval = retrieve_for_task(trace.task or "", utility_call=utility_call, agent_type=config.agent_type)
+    if retrieval is None:
+        return messages
+    trace.context = {**(trace.context or {}), MEMORY_CONTEXT: retrieval.as_context()}
+    emit("experiences_retrieved", retrieval.as_context())
+    if not retrieval.experiences:
+        return messages
+    block = format_experiences(retrieval.experiences)
+    out = list(messages)
+    index = next(i for i, m in enumerate(out) if m["role"] == "user")
+    first = dict(out[index])
+    content = first.get("content")
+    if isinstance(content, list):
+        first["content"] = [*content, {"type": "text", "text": block}]
+    else:
+        first["content"] = f"{content}\n\n{block}"
+    out[index] = first
+    return out

@@ -1,0 +1,187 @@
+"""What is learned and configured: experiences (M1) and agent presets (M7).
+
+An Experience is a condition + rule lesson with evidence, reviewed by experts
+(draft -> approved -> retired); only approved ones are retrieved by default (M5).
+`intent_index`, `state_index`, `search_text` and `search_terms` are
+denormalised copies of the tags and text, kept by `Experience.build_indexes()`, so retrieval can match tags
+and words with plain SQL on SQLite and PostgreSQL (where a generated tsvector
+column with a GIN index is added by migration 0003).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+CATEGORIES = ("tool_usage", "logic_flow", "environment", "domain", "communication", "other")
+CODE_RE = re.compile(r"^ex_\d{3,}$")
+
+
+class ExperienceStatus(models.TextChoices):
+    DRAFT = "draft", "Draft"
+    APPROVED = "approved", "Approved"
+    RETIRED = "retired", "Retired"
+
+
+class ExperienceSource(models.TextChoices):
+    EXECUTION = "execution", "Execution (reflection)"
+    FEEDBACK = "feedback", "Expert feedback"
+    MANUAL = "manual", "Manual"
+
+
+def normalize_tag(tag: Any) -> str:
+    """Tags are lowercase words joined by underscores: "Docker Build" -> "docker_build"."""
+    return "_".join(re.findall(r"\w+", str(tag).lower()))
+
+
+def normalize_tags(tags: Any) -> dict[str, list[str]]:
+    """`{"state": [...], "intent": [...]}` with normalised, de-duplicated tags (order kept)."""
+    tags = tags if isinstance(tags, dict) else {}
+    out: dict[str, list[str]] = {}
+    for key in ("state", "intent"):
+        values = tags.get(key) or []
+        if isinstance(values, str):
+            values = [values]
+        seen: list[str] = []
+        for value in values:
+            tag = normalize_tag(value)
+            if tag and tag not in seen:
+                seen.append(tag)
+        out[key] = seen
+    return out
+
+
+class Experience(models.Model):
+    code = models.CharField(max_length=20, unique=True, help_text="ex_001 ... (cited by agents as [ex_001])")
+    scope = models.CharField(
+        max_length=100,
+        blank=True,
+        default="",
+        help_text='who it applies to, e.g. "agent:explore"; empty = all',
+    )
+    category = models.CharField(max_length=50, default="logic_flow", db_index=True)
+    tags = models.JSONField(default=dict, blank=True, help_text='{"state": [...], "intent": [...]}')
+    condition = models.TextField(blank=True, default="", help_text="when the rule applies")
+    rule = models.TextField(help_text="what to do (the body of the experience)")
+    evidence = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='{"trace_id": ..., "messages": [{"sequence": 5, "message_id": ...}]}',
+    )
+    trace = models.ForeignKey(
+        "traces.Trace",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="experiences",
+        help_text="the trace the evidence comes from",
+    )
+    source = models.CharField(
+        max_length=20, choices=ExperienceSource.choices, default=ExperienceSource.MANUAL, db_index=True
+    )
+    confidence = models.FloatField(default=0.5)
+    helpful = models.IntegerField(default=0)
+    harmful = models.IntegerField(default=0)
+    usage_count = models.IntegerField(default=0, help_text="times an agent cited it")
+    outcome_runs = models.IntegerField(default=0, help_text="finished runs that retrieved it")
+    outcome_successes = models.IntegerField(default=0, help_text="of those, completed")
+    success_rate = models.FloatField(null=True, blank=True)
+    embedding = models.JSONField(null=True, blank=True, editable=False)
+    embedding_model = models.CharField(max_length=200, blank=True, default="", editable=False)
+    status = models.CharField(
+        max_length=10, choices=ExperienceStatus.choices, default=ExperienceStatus.DRAFT, db_index=True
+    )
+    reviewed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    reviewed_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    updated_at = models.DateTimeField(default=timezone.now)
+    # Denormalised for retrieval (build_indexes); never edited by hand.
+    intent_index = models.TextField(blank=True, default="", editable=False)
+    state_index = models.TextField(blank=True, default="", editable=False)
+    search_text = models.TextField(blank=True, default="", editable=False)
+    search_terms = models.TextField(blank=True, default="", editable=False)
+
+    class Meta:
+        ordering = ["code"]
+        indexes = [models.Index(fields=["status", "category"], name="memory_exp_status_cat")]
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.condition or self.rule}"[:120]
+
+    def save(self, *args: Any, touch: bool = True, **kwargs: Any) -> None:
+        """Save with fresh indexes; `touch=False` keeps `updated_at` (imports)."""
+        self.build_indexes()
+        if touch:
+            self.updated_at = timezone.now()
+        if kwargs.get("update_fields") is not None:
+            kwargs["update_fields"] = {
+                *kwargs["update_fields"],
+                "tags",
+                "rule",
+                "condition",
+                "intent_index",
+                "state_index",
+                "search_text",
+                "search_terms",
+                "updated_at",
+            }
+        super().save(*args, **kwargs)
+
+    def build_indexes(self) -> None:
+        """Normalise tags and text, and refresh the denormalised retrieval columns."""
+        self.tags = normalize_tags(self.tags)
+        self.rule = (self.rule or "").strip("\n")
+        self.condition = (self.condition or "").strip()
+        self.intent_index = "".join(f" {t} " for t in self.tags["intent"])
+        self.state_index = "".join(f" {t} " for t in self.tags["state"])
+        words = [*self.tags["intent"], *self.tags["state"]]
+        self.search_text = "\n".join(
+            [self.category, " ".join(w.replace("_", " ") for w in words), self.condition, self.rule]
+        )
+        from memory.retrieval import terms
+
+        self.search_terms = "".join(f" {t} " for t in terms(self.search_text))
+
+    @property
+    def evidence_trace_id(self) -> str | None:
+        return (self.evidence or {}).get("trace_id") or self.trace_id
+
+    @property
+    def evidence_sequences(self) -> list[int]:
+        return [m["sequence"] for m in (self.evidence or {}).get("messages") or [] if "sequence" in m]
+
+    def prompt_line(self) -> str:
+        """How the experience is shown to an agent."""
+        when = f"When {self.condition.rstrip('.')}: " if self.condition else ""
+        rule = " ".join(self.rule.split())
+        return f"- [{self.code}] {when}{rule} (helpful {self.helpful}, harmful {self.harmful})"
+
+
+class AgentPreset(models.Model):
+    """A preset stored in the database; it overrides a built-in of the same name (M7)."""
+
+    name = models.CharField(max_length=100, unique=True)
+    description = models.TextField(blank=True, default="")
+    allowed_tools = models.JSONField(
+        null=True, blank=True, help_text="tool names the agent may use; empty (null) = every tool"
+    )
+    denied_tools = models.JSONField(null=True, blank=True, help_text="tool names never offered nor run")
+    max_iterations = models.PositiveIntegerField(default=30)
+    temperature = models.FloatField(null=True, blank=True)
+    skills = models.JSONField(
+        null=True, blank=True, help_text="built-in skills injected into the system prompt; null = all"
+    )
+    extra = models.JSONField(default=dict, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
