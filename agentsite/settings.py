@@ -213,16 +213,6 @@ AGENT_SKILLS_DIRS = [
     for path in map(Path, env_list("AGENT_SKILLS_DIRS", ["skills"]))
 ]
 AGENT_USER_SKILLS_DIR = Path(env_str("AGENT_USER_SKILLS_DIR") or str(Path.home() / ".agentsite" / "skills"))
-# Memory (M4, M6): experiences retrieved per new trace, optional embeddings, skill dirs.
-AGENT_EXPERIENCE_TOP_K = env_int("AGENT_EXPERIENCE_TOP_K", 5, minimum=0)
-AGENT_EMBEDDING_MODEL = env_str("AGENT_EMBEDDING_MODEL")
-AGENT_EMBEDDING_API_BASE = env_str("AGENT_EMBEDDING_API_BASE") or AGENT_API_BASE
-AGENT_EMBEDDING_API_KEY = env_str("AGENT_EMBEDDING_API_KEY") or AGENT_API_KEY
-AGENT_SKILLS_DIRS = [
-    path if path.is_absolute() else BASE_DIR / path
-    for path in map(Path, env_list("AGENT_SKILLS_DIRS", ["skills"]))
-]
-AGENT_USER_SKILLS_DIR = Path(env_str("AGENT_USER_SKILLS_DIR") or str(Path.home() / ".agentsite" / "skills"))
 # G3 timeouts: a call over AGENT_TIMEOUT_HARD is abandoned; a stream silent for
 # AGENT_TIMEOUT_HEARTBEAT is abandoned; no first token within
 # AGENT_TIMEOUT_FIRST_FEEDBACK emits a `waiting` pulse event. The per-request
@@ -238,6 +228,15 @@ if AGENT_CONFIRM_POLICY not in ("auto", "ask-risky", "ask-all"):
     raise ImproperlyConfigured(
         f"AGENT_CONFIRM_POLICY={AGENT_CONFIRM_POLICY!r}: use auto, ask-risky or ask-all"
     )
+# C1-C5: context management. The model's context comes from litellm's model info
+# unless AGENT_CONTEXT_TOKENS says (needed for models litellm does not know);
+# compaction starts above AGENT_COMPACTION_THRESHOLD of it.
+AGENT_CONTEXT_TOKENS = env_int("AGENT_CONTEXT_TOKENS", 0, minimum=0)
+AGENT_COMPACTION_THRESHOLD = env_float("AGENT_COMPACTION_THRESHOLD", 0.8, minimum=0.1)
+AGENT_COMPACTION_REFLECT = env_bool("AGENT_COMPACTION_REFLECT", True)
+# C3: tool results longer than this are spilled to the workspace with a preview.
+AGENT_TOOL_SPILL_CHARS = env_int("AGENT_TOOL_SPILL_CHARS", 20_000, minimum=1000)
+AGENT_TOOL_SPILL_PREVIEW = env_int("AGENT_TOOL_SPILL_PREVIEW", 2_000, minimum=100)
 # G6: loop detection thresholds (repeats of one pattern).
 AGENT_LOOP_WARNING = env_int("AGENT_LOOP_WARNING", 4, minimum=2)
 AGENT_LOOP_CRITICAL = env_int("AGENT_LOOP_CRITICAL", 8, minimum=3)

@@ -26,7 +26,8 @@ from memory.presets import AgentPreset, UnknownPreset, get_preset
 from memory.services import experience_record_citations, experience_record_outcome
 from tools.models import ToolContext, ToolResult
 from tools.registry import Tool, ToolRegistry, load_builtin_tools
-from traces import prompts
+from traces import compaction, prompts
+from traces.compaction import PathInfo, context_threshold, info_for
 from traces.goal_tree import GoalTree
 from traces.hooks import LifecycleHooks, hooks_from_settings
 from traces.llm import (
@@ -89,6 +90,11 @@ class _Run:
         )
     )
     loop_verdict: LoopVerdict | None = None  # worst pattern seen in the current step
+    infos: list[PathInfo] = field(default_factory=list)  # one per llm_messages entry (C1-C3)
+    token_total: int = 0  # estimated tokens of llm_messages
+    threshold: int = 0  # compaction starts above this many tokens
+    once_pending: list[tuple[int, str]] = field(default_factory=list)  # (index, long-term memory) to retire
+    dropped_signature: tuple[int, ...] = ()  # what level 1 left out last time (one event per change)
     policy: str = "auto"  # confirm gate (G5)
     gated: bool = False  # whether calls must pass the gate (a policy asks, or approvals exist)
 
@@ -255,6 +261,7 @@ class AgentRunner:
             stream=settings.AGENT_STREAM if config.stream is None else config.stream,
             max_iterations=config.max_iterations or preset.max_iterations or settings.AGENT_MAX_ITERATIONS,
             context_every=config.context_every or settings.AGENT_CONTEXT_EVERY,
+            threshold=context_threshold(model.model),
             policy=policy,
             gated=policy != "auto"
             or (trace.last_sequence > 0 and Approval.objects.filter(trace=trace).exists()),
@@ -336,7 +343,7 @@ class AgentRunner:
             run.store.emit(
                 "run_started", {"mode": mode, "model": model.model, "after_sequence": config.after_sequence}
             )
-            run.llm_messages = sanitize_history([m.to_llm_dict() for m in plan.kept])
+            self._load_path(run, plan.kept)
             run.pending_calls = plan.pending_calls
             if plan.pending_calls:
                 run.pending_from = next(m.sequence for m in reversed(plan.kept) if m.role == "assistant")
@@ -364,9 +371,25 @@ class AgentRunner:
         if message.parent_sequence is None and message.sequence > 1:
             message.parent_sequence = run.trace.head_sequence or None
         run.store.add_message(message)
-        run.llm_messages.append(message.to_llm_dict())
+        data = message.to_llm_dict()
+        info = info_for(message, data)
+        run.llm_messages.append(data)
+        run.infos.append(info)
+        run.token_total += info.tokens
         run.fresh.append(message)
         return message
+
+    def _load_path(self, run: _Run, kept: list[Message]) -> None:
+        """The in-memory request history of a loaded main path (read once per run)."""
+        last_assistant = max((i for i, m in enumerate(kept) if m.role == "assistant"), default=-1)
+        pairs = []
+        for index, message in enumerate(kept):
+            data = message.to_llm_dict()
+            if message.kind == "once" and index < last_assistant:
+                data["content"] = compaction.shown_once(message.description)  # C3: seen already
+            pairs.append((data, info_for(message, data)))
+        run.llm_messages, run.infos = sanitize_history_with_infos(pairs)
+        run.token_total = sum(info.tokens for info in run.infos)
 
     def _prepared_messages(self, run: _Run) -> Iterator[Message]:
         fresh, run.fresh = run.fresh, []
@@ -403,10 +426,13 @@ class AgentRunner:
                 if injected is not None:
                     yield injected
             run.store.emit("round_start", {"iteration": iteration})
+            request = self._request(run)
+            yield from self._prepared_messages(run)  # a compaction's summary and carried tail
             try:
-                response = self._call_model(run)
+                response = self._call_model(run, request)
             except LLMError as exc:
                 return self._finish(run, TraceStatus.FAILED, error=str(exc))
+            self._retire_shown_once(run)
             if response is None:
                 return self._finish(run, TraceStatus.STOPPED)
             assistant = self._persist_assistant(run, response)
@@ -442,7 +468,7 @@ class AgentRunner:
         run.store.commit()
         return message
 
-    def _call_model(self, run: _Run) -> LLMResponse | None:
+    def _call_model(self, run: _Run, messages: list[dict[str, Any]]) -> LLMResponse | None:
         """One model call in a pool thread, watched from the run's thread.
 
         Abandoned when a stop arrives (R5) or a G3 timeout passes (hard limit,
@@ -452,7 +478,6 @@ class AgentRunner:
         """
         started = time.perf_counter()
         watch = TokenWatch(run.config.on_token)
-        messages = run.llm_messages
         if self.hooks.has("before_model"):
             messages = self.hooks.before_model(run.trace, messages)
         future = self._pool.submit(
@@ -503,6 +528,133 @@ class AgentRunner:
         if text:
             run.store.emit("token", {"text": text})
         return bool(text)
+
+    # --- context management (C1-C5) ------------------------------------------------
+
+    def _request(self, run: _Run) -> list[dict[str, Any]]:
+        """The messages for the next model call: the history, compacted when it is too big."""
+        if run.token_total <= run.threshold:
+            return run.llm_messages
+        messages, dropped = compaction.level_one(run.llm_messages, run.infos, run.goal_tree)
+        tokens = sum(compaction.estimate_tokens(m) for m in messages)
+        if dropped and tuple(dropped) != run.dropped_signature:
+            run.dropped_signature = tuple(dropped)
+            self._compaction_event(
+                run,
+                {
+                    "level": 1,
+                    "dropped_sequences": dropped,
+                    "tokens_before": run.token_total,
+                    "tokens_after": tokens,
+                },
+            )
+        if tokens <= run.threshold or not self._compact(run):
+            return messages
+        messages, _ = compaction.level_one(run.llm_messages, run.infos, run.goal_tree)
+        return messages
+
+    def _compact(self, run: _Run) -> bool:
+        """Level 2: reflect, summarise, and hang the summary off the first user message."""
+        context = run.trace.context
+        failures = int(context.get("compaction_failures", 0))
+        if failures >= compaction.FAILURE_LIMIT or compaction.already_compacted(run.infos):
+            return False
+        first_user = next((i for i, m in enumerate(run.llm_messages) if m["role"] == "user"), None)
+        carry = compaction.carried_start(run.llm_messages, run.infos)
+        if first_user is None or carry <= first_user + 1:
+            return False  # nothing between the task and the unanswered tail to compress
+        run.store.commit()  # the reflection reads the committed main path
+        compaction.reflect_before_compaction(run.store, self.llm_call)
+        request = compaction.summary_request(
+            run.llm_messages,
+            run.infos,
+            run.goal_tree.to_prompt(include_summary=True),
+            int(compaction.context_limit(run.model.model) * 0.9),
+        )
+        outcome = compaction.write_summary(self.llm_call, run.model, request)
+        if outcome.text is None:
+            context["compaction_failures"] = failures + 1
+            self._compaction_event(
+                run,
+                {
+                    "level": 2,
+                    "failed": outcome.error,
+                    "failures": failures + 1,
+                    "limit": compaction.FAILURE_LIMIT,
+                },
+            )
+            return False
+        context["compaction_failures"] = 0
+        self._replace_with_summary(run, first_user, carry, outcome.text)
+        return True
+
+    def _replace_with_summary(self, run: _Run, first_user: int, carry: int, text: str) -> None:
+        compressed = [i.sequence for i in run.infos[first_user + 1 : carry] if i.sequence is not None]
+        tail = list(zip(run.llm_messages[carry:], run.infos[carry:], strict=True))
+        tokens_before = run.token_total
+        previous_head = run.trace.head_sequence
+        run.llm_messages = run.llm_messages[: first_user + 1]
+        run.infos = run.infos[: first_user + 1]
+        run.token_total = sum(info.tokens for info in run.infos)
+        first_sequence = run.infos[first_user].sequence
+        summary = new_message(
+            run,
+            role="user",
+            content=f"{compaction.SUMMARY_MARKER} Summary of the conversation so far "
+            f"({len(compressed)} messages compressed):\n\n{text}",
+            parent_sequence=first_sequence,
+            kind="summary",
+            description=f"summary of {len(compressed)} messages",
+            goal_id=run.trace.current_goal_id,
+        )
+        self._add_message(run, summary)
+        for data, info in tail:
+            if info.sequence is None:
+                continue
+            self._add_message(
+                run,
+                new_message(
+                    run,
+                    role=data["role"],
+                    content=data.get("content"),
+                    tool_calls=data.get("tool_calls"),
+                    tool_call_id=data.get("tool_call_id"),
+                    name=data.get("name"),
+                    kind="carried",
+                    goal_id=info.goal_id,
+                    description=f"carried over from message {info.sequence}",
+                ),
+            )
+        self._compaction_event(
+            run,
+            {
+                "level": 2,
+                "summary_sequence": summary.sequence,
+                "previous_head": previous_head,  # rewinding into the range finds the originals here
+                "compressed_sequences": [compressed[0], compressed[-1]] if compressed else [],
+                "compressed_count": len(compressed),
+                "carried_sequences": [i.sequence for _, i in tail if i.sequence is not None],
+                "tokens_before": tokens_before,
+                "tokens_after": run.token_total,
+            },
+        )
+
+    def _compaction_event(self, run: _Run, info: dict[str, Any]) -> None:
+        run.store.emit("compaction", info)
+        run.store.commit()
+        if self.hooks.has("on_compaction"):
+            self.hooks.on_compaction(run.trace, info)
+
+    def _retire_shown_once(self, run: _Run) -> None:
+        """C3: a result meant to be seen once is replaced by its long-term memory after the call."""
+        for index, memory in run.once_pending:
+            info = run.infos[index]
+            data = {**run.llm_messages[index], "content": compaction.shown_once(memory)}
+            run.llm_messages[index] = data
+            tokens = compaction.estimate_tokens(data)
+            run.token_total += tokens - info.tokens
+            info.tokens = tokens
+        run.once_pending = []
 
     def _persist_assistant(self, run: _Run, response: LLMResponse) -> Message:
         calls = response.tool_calls
@@ -633,6 +785,7 @@ class AgentRunner:
         verdict = run.loop_detector.observe(name, arguments, result.to_content())
         if verdict is not None and (run.loop_verdict is None or verdict.level == "critical"):
             run.loop_verdict = verdict
+        once = bool(result.include_output_only_once and result.long_term_memory)
         message = new_message(
             run,
             role="tool",
@@ -641,9 +794,12 @@ class AgentRunner:
             name=name or None,
             goal_id=run.trace.current_goal_id or ctx.goal_id,
             duration_ms=duration_ms,
-            kind="tool_error" if result.is_error else "",
-            description=(result.title or name)[:200],
+            kind="tool_error" if result.is_error else ("once" if once else ""),
+            # a shown-once result keeps its long-term memory here for later requests (C3)
+            description=(result.long_term_memory if once else (result.title or name))[:2000],
         )
+        if len(message.content) > settings.AGENT_TOOL_SPILL_CHARS:
+            message.content = compaction.spill(run.workspace, message.message_id, message.content)
         run.store.emit(
             "tool_result",
             {
@@ -655,6 +811,8 @@ class AgentRunner:
             },
         )
         self._add_message(run, message)
+        if once:
+            run.once_pending.append((len(run.llm_messages) - 1, message.description))
         run.store.commit()
         return message
 
@@ -767,6 +925,20 @@ def new_message(run: _Run, **fields: Any) -> Message:
         sequence=sequence,
         **fields,
     )
+
+
+def sanitize_history_with_infos(
+    pairs: list[tuple[dict[str, Any], PathInfo]],
+) -> tuple[list[dict[str, Any]], list[PathInfo]]:
+    """`sanitize_history` keeping each message's PathInfo beside it."""
+    messages = [data for data, _ in pairs]
+    by_id = {id(data): info for data, info in pairs}
+    clean = sanitize_history(messages)
+    infos = [
+        by_id.get(id(data)) or PathInfo(None, None, "placeholder", compaction.estimate_tokens(data))
+        for data in clean
+    ]
+    return clean, infos
 
 
 def sanitize_history(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

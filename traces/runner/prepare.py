@@ -130,6 +130,11 @@ def plan_existing(
             raise InvalidRun("after_sequence must be a message sequence >= 1")
         positions = {m.sequence: i for i, m in enumerate(path)}
         if after not in positions:
+            expanded = path_through_summaries(trace, path, after)
+            if expanded is not None:  # C2: a rewind into a compressed range brings the originals back
+                plan.path = path = expanded
+                positions = {m.sequence: i for i, m in enumerate(path)}
+        if after not in positions:
             known = Message.objects.filter(trace=trace, sequence=after).exists()
             where = "is on a side branch, not on the main path" if known else "does not exist"
             raise InvalidRun(
@@ -161,6 +166,36 @@ def plan_existing(
     if not kept and not messages:
         raise InvalidRun("the trace has no messages; send at least one user message")
     return plan
+
+
+def path_through_summaries(trace: Trace, path: list[Message], after: int) -> list[Message] | None:
+    """The original path that a compaction summary on `path` replaced, if it holds `after`.
+
+    Each summary's `compaction` event records the head it was written at; the
+    path to that head is the uncompressed history (summaries in it are expanded
+    in turn, for nested compactions).
+    """
+    from traces.models import TraceEvent
+    from traces.selectors import trace_main_path
+
+    pending, seen = [path], set()
+    while pending:
+        candidate = pending.pop()
+        for message in candidate:
+            if message.kind != "summary" or message.sequence in seen:
+                continue
+            seen.add(message.sequence)
+            event = TraceEvent.objects.filter(
+                trace=trace, type="compaction", payload__summary_sequence=message.sequence
+            ).first()
+            head = (event.payload or {}).get("previous_head") if event else None
+            if not head:
+                continue
+            original = trace_main_path(trace_id=trace.trace_id, head_sequence=head)
+            if any(m.sequence == after for m in original):
+                return original
+            pending.append(original)
+    return None
 
 
 def new_trace(messages: list[dict[str, Any]], config: RunConfig, *, model: str, owner: str) -> Trace:
