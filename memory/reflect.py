@@ -163,6 +163,15 @@ class Reflection:
             store.release()
         return result
 
+    def run_with_store(self, store: RunStore) -> ReflectResult:
+        """Reflect inside a run that already holds the lease (C2, before a compaction).
+
+        The caller's store buffers the branch; everything is committed here.
+        """
+        result = ReflectResult(trace_id=store.trace.trace_id, status="failed")
+        self._reflect(store, result)
+        return result
+
     def _reflect(self, store: RunStore, result: ReflectResult) -> None:
         trace = store.trace
         path = trace_main_path(trace_id=trace.trace_id, head_sequence=trace.head_sequence)

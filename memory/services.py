@@ -125,6 +125,13 @@ def experience_record_citations(*, trace: Trace, text: str | None) -> list[str]:
     return known
 
 
+def note_retrieved(trace: Trace, codes: list[str]) -> None:
+    """Remember in `trace.context` that the run was shown `codes` (its outcome will count)."""
+    memory = dict((trace.context or {}).get(MEMORY_CONTEXT) or {})
+    memory["retrieved"] = list(dict.fromkeys([*memory.get("retrieved", []), *codes]))
+    trace.context = {**(trace.context or {}), MEMORY_CONTEXT: memory}
+
+
 def experience_record_outcome(*, trace: Trace, status: str) -> list[str]:
     """A finished run updates the experiences it retrieved (M5), once per trace.
 

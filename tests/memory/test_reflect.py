@@ -206,3 +206,20 @@ def test_admin_reflect_action(client, expert, integrator, inline_worker, llm):
 
     assert response.status_code == 302
     assert Experience.objects.get().trace_id == trace.trace_id
+
+
+def test_reflection_inside_a_run_uses_the_runs_store(integrator, llm):
+    """C2's first step: a run holding the lease reflects through its own RunStore."""
+    from memory.reflect import Reflection
+    from traces.runner.store import RunStore, trace_claim
+
+    trace = make_trace(integrator, messages=CHAT)
+    claimed = trace_claim(trace_id=trace.trace_id, owner="test")
+    store = RunStore(claimed)
+    llm.script("scripted", [reflection(LESSON)])
+
+    result = Reflection(trace.trace_id, focus="before compaction").run_with_store(store)
+
+    assert result.status == "completed" and result.messages == [6, 7]
+    assert claimed.head_sequence == 5 and claimed.last_sequence == 7
+    assert Trace.objects.get(pk=trace.pk).last_sequence == 7

@@ -180,6 +180,8 @@ def test_get_experience_tool_returns_matches(runner, llm, make_experience):
 
     tool_message = next(m for m in llm.requests_for("scripted")[1].messages if m["role"] == "tool")
     assert f"[{hit.code}]" in tool_message["content"] and "chmod" in tool_message["content"]
+    hit.refresh_from_db()
+    assert (hit.outcome_runs, hit.outcome_successes) == (1, 1)  # what the tool returned counts too
 
 
 def test_expert_marks_and_citations_of_unknown_codes(make_experience):

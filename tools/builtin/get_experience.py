@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from memory.retrieval import experience_search
+from memory.services import note_retrieved
 from tools.models import ToolContext, ToolError, ToolResult
 from tools.registry import tool
 
@@ -28,6 +29,7 @@ def get_experience(ctx: ToolContext, intent: str = "", state: str = "") -> ToolR
     if not found:
         return ToolResult(title="No matching experiences", output="Nothing approved matches; go on without.")
     lines = [scored.experience.prompt_line() for scored in found]
+    note_retrieved(ctx.trace, [scored.experience.code for scored in found])
     codes = ", ".join(scored.experience.code for scored in found)
     return ToolResult(
         title=f"{len(found)} experience(s)",

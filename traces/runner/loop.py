@@ -284,10 +284,10 @@ class AgentRunner:
             trace.save(force_insert=True)
         if messages[0]["role"] != "system":
             messages = [{"role": "system", "content": system}, *messages]
+        run.store.emit("run_started", {"mode": "new", "model": model.model, "agent_type": config.agent_type})
         messages = with_experiences(  # M4
             trace, messages, config, utility_call=self.utility_llm_call, emit=run.store.emit
         )
-        run.store.emit("run_started", {"mode": "new", "model": model.model, "agent_type": config.agent_type})
         self._append_inputs(run, messages)
         run.store.commit()
         return run
