@@ -34,7 +34,6 @@ sys.path.insert(0, str(ROOT))
 from tests.e2e.stack import Stack  # noqa: E402
 from tests.scripted_llm import Reply, ScriptedLLM, ToolCall  # noqa: E402
 
-
 END = ("final", "error", "stopped")
 
 
