@@ -269,13 +269,15 @@ def _call(tool: Tool, kwargs: dict[str, Any], timeout: float | None) -> Any:
 
     if timeout is None:
         return target()
-    # A timed tool runs in a helper thread; on timeout the run moves on and the
-    # thread's late result is dropped.
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=tool.name)
-    try:
-        return pool.submit(_with_db_cleanup, target).result(timeout=timeout)
-    finally:
-        pool.shutdown(wait=False)
+    # A timed tool runs in a helper thread of a shared pool; on timeout the run
+    # moves on and the thread's late result is dropped.
+    return _TIMED_POOL.submit(_with_db_cleanup, target).result(timeout=timeout)
+
+
+# Threads for timed tools, shared by every run of the process (starting a thread per
+# call costs more than most tools). A tool that overruns its timeout keeps its thread
+# until it returns, so the pool is generous.
+_TIMED_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="tool")
 
 
 def _with_db_cleanup(target: Callable[[], Any]) -> Any:

@@ -98,6 +98,7 @@ def context_limit(model: str) -> int:
         return settings.AGENT_CONTEXT_TOKENS
     import litellm
 
+    litellm.suppress_debug_info = True  # no "Provider List" banner for models it does not know
     try:
         info = litellm.get_model_info(model)
     except Exception:

@@ -65,7 +65,10 @@ def ring(trace_id: str, events: list[dict[str, Any]]) -> None:
         return
     group, message = group_for(trace_id), doorbell_message(trace_id, events)
     if isinstance(layer, InMemoryChannelLayer):
-        _ring_in_process(layer, group, message)
+        # Only consumers of this process can hear it: skip the (costly) send when
+        # none watches this trace, as in a worker or a terminal run.
+        if getattr(layer, "groups", {}).get(group):
+            _ring_in_process(layer, group, message)
     else:
         _sender().send(group, message)
 

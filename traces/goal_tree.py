@@ -9,6 +9,7 @@ at the goal they belonged to.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
@@ -26,6 +27,7 @@ EMPTY_STATS: dict[str, Any] = {
     "duration_ms": 0,
 }
 CLOSED = (GoalStatus.COMPLETED, GoalStatus.ABANDONED)
+STATS_FLUSH_SECONDS = 1.0
 # What a run changes on a goal; `flush` writes these back.
 FLUSHED_FIELDS = (
     "status",
@@ -60,7 +62,9 @@ class GoalTree:
         self.trace = trace
         self.goals: dict[str, Goal] = {g.goal_id: g for g in goals}
         self.emit: Emit = emit or (lambda _type, _payload: None)
-        self._dirty: set[str] = set()
+        self._dirty: set[str] = set()  # status or structure changed: written at the next flush
+        self._stats_dirty: set[str] = set()  # only figures changed: written at most every second
+        self._stats_flushed_at = time.monotonic()
 
     @classmethod
     def load(cls, trace: Trace, emit: Emit | None = None) -> GoalTree:
@@ -233,7 +237,7 @@ class GoalTree:
         goal.self_stats = _add(goal.self_stats, delta)
         for node in [goal, *self.ancestors(goal)]:
             node.cumulative_stats = _add(node.cumulative_stats, delta)
-            self._dirty.add(node.goal_id)
+            self._stats_dirty.add(node.goal_id)
 
     def add_cumulative(self, goal_id: str, delta: dict[str, Any]) -> None:
         """Fold a sub-trace's totals into a goal and its ancestors (cumulative only)."""
@@ -242,26 +246,32 @@ class GoalTree:
             return
         for node in [goal, *self.ancestors(goal)]:
             node.cumulative_stats = _add(node.cumulative_stats, delta)
-            self._dirty.add(node.goal_id)
+            self._stats_dirty.add(node.goal_id)
 
     def mark_dirty(self, goal: Goal) -> None:
         self._dirty.add(goal.goal_id)
 
-    def flush(self) -> None:
+    def flush(self, *, all_stats: bool = False) -> None:
         """Write the goals changed since the last flush (one UPDATE per goal).
 
-        Plain per-goal UPDATEs, not `bulk_update`: this runs in every step's
-        commit, usually for one or two goals, and bulk_update's CASE WHEN
-        expressions cost several milliseconds to build per call.
+        Status and structure changes are written at once; changes of the figures
+        alone (every message adds to them) at most every STATS_FLUSH_SECONDS, or
+        when `all_stats` (a run's end). Plain per-goal UPDATEs, not
+        `bulk_update`: this runs in every step's commit, usually for one or two
+        goals, and bulk_update's CASE WHEN expressions cost milliseconds to build.
         """
-        if not self._dirty:
-            return
-        for goal_id in sorted(self._dirty):
+        now = time.monotonic()
+        due = all_stats or now - self._stats_flushed_at >= STATS_FLUSH_SECONDS
+        changed = self._dirty | self._stats_dirty if due else self._dirty
+        for goal_id in sorted(changed):
             goal = self.goals.get(goal_id)
             if goal is None:
                 continue
             Goal.objects.filter(pk=goal.pk).update(**{f: getattr(goal, f) for f in FLUSHED_FIELDS})
         self._dirty.clear()
+        if due:
+            self._stats_dirty.clear()
+            self._stats_flushed_at = now
 
     # --- rewind --------------------------------------------------------------
 

@@ -8,10 +8,12 @@ claimed the trace) writes nothing, and its transaction rolls back whole.
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import os
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -28,16 +30,12 @@ from traces.runner.config import LeaseLost, RunConflict, TraceNotFound
 
 logger = logging.getLogger(__name__)
 
+# Written at every commit: cheap columns that change step by step.
 TRACE_FIELDS = [
     "name",
     "needs_attention",
     "attention_reason",
     "status",
-    "task",
-    "model",
-    "tools",
-    "llm_params",
-    "context",
     "current_goal_id",
     "total_messages",
     "total_tokens",
@@ -54,6 +52,9 @@ TRACE_FIELDS = [
     "updated_at",
     "heartbeat_at",
 ]
+# Written only when they changed since the last commit: JSON and text that rarely
+# change during a run (serialising the tool schemas at every step is not free).
+COLD_FIELDS = ["task", "model", "tools", "llm_params", "context"]
 
 
 def worker_identity() -> str:
@@ -114,6 +115,10 @@ class RunStore:
         self._messages: list[Message] = []
         self._events: list[TraceEvent] = []
         self._newest: tuple[int, int] | None = None  # (sequence, segment_start) of the newest message
+        # Cold fields as this store last wrote them; empty, so the first commit writes
+        # them all (the row may have been made by someone else, e.g. the API).
+        self._written: dict[str, Any] = {}
+        self._hot: dict[str, Any] = {}  # TRACE_FIELDS as last written (only changes are sent)
 
     # --- buffering -------------------------------------------------------------
 
@@ -184,22 +189,30 @@ class RunStore:
 
     # --- writing ---------------------------------------------------------------
 
-    def commit(self) -> None:
-        """Write buffered rows and the trace in one transaction, fenced by our token."""
+    def commit(self, *, final: bool = False) -> None:
+        """Write buffered rows and the trace in one transaction, fenced by our token.
+
+        `final` (a run's end) also writes goal figures that are otherwise batched.
+        """
         trace = self.trace
         now = timezone.now()
         trace.updated_at = now
         trace.heartbeat_at = now
+        hot = {f: getattr(trace, f) for f in TRACE_FIELDS}
+        fields = {f: v for f, v in hot.items() if f not in self._hot or self._hot[f] != v}
+        cold = {
+            f: getattr(trace, f)
+            for f in COLD_FIELDS
+            if f not in self._written or getattr(trace, f) != self._written[f]
+        }
         with transaction.atomic():
             if self._messages:
                 Message.objects.bulk_create(self._messages)
             if self._events:
                 TraceEvent.objects.bulk_create(self._events)
             if self.goal_tree is not None:
-                self.goal_tree.flush()
-            updated = Trace.objects.filter(pk=trace.pk, run_token=self.token).update(
-                **{f: getattr(trace, f) for f in TRACE_FIELDS}
-            )
+                self.goal_tree.flush(all_stats=final)
+            updated = Trace.objects.filter(pk=trace.pk, run_token=self.token).update(**fields, **cold)
             if not updated:
                 raise LeaseLost(f"trace {trace.pk!r} was claimed by another run; stopping this one")
             if self._events:
@@ -207,6 +220,9 @@ class RunStore:
                 transaction.on_commit(lambda: event_bus.publish(trace.pk, published))
         self._messages = []
         self._events = []
+        self._hot = hot
+        if cold:
+            self._written.update({f: copy.deepcopy(v) for f, v in cold.items()})
 
     def heartbeat(self) -> bool:
         """Refresh the lease; returns whether a stop was requested meanwhile."""
@@ -222,30 +238,17 @@ class RunStore:
         """Keep the lease fresh from a helper thread while the caller blocks (a long tool).
 
         Without it a tool running longer than AGENT_LEASE_SECONDS would look like a
-        dead worker to the sweep (W5). Stops quietly once the lease is lost; the
-        run finds out at its next commit.
+        dead worker to the sweep (W5). One heartbeat thread per process serves
+        every run (registering is a dict insert, not a thread start per call); it
+        stops beating for a run once its lease is lost, and the run finds out at
+        its next commit.
         """
-        done = threading.Event()
-        interval = max(settings.AGENT_LEASE_SECONDS / 3, 0.5)
-
-        def beat() -> None:
-            try:
-                while not done.wait(interval):
-                    row = Trace.objects.filter(pk=self.trace.pk, run_token=self.token)
-                    if not row.update(heartbeat_at=timezone.now()):
-                        return
-            except Exception:
-                logger.exception("heartbeat of trace %s failed", self.trace.pk)
-            finally:
-                connection.close()
-
-        thread = threading.Thread(target=beat, name=f"lease-{self.trace.pk}", daemon=True)
-        thread.start()
+        beats = _heartbeats()
+        beats.add(self)
         try:
             yield
         finally:
-            done.set()
-            thread.join()
+            beats.discard(self)
 
     def release(self) -> None:
         """Give the lease up (the trace keeps its final status)."""
@@ -273,3 +276,65 @@ def message_payload(message: Message) -> dict[str, Any]:
         "finish_reason": message.finish_reason,
         "created_at": message.created_at.isoformat() if message.created_at else None,
     }
+
+
+class _Heartbeats:
+    """A daemon thread refreshing the leases of runs blocked in long tools.
+
+    It wakes a few times a second and beats every registered run whose last beat
+    is older than a third of AGENT_LEASE_SECONDS (read each time: it may change).
+    """
+
+    TICK = 0.2
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.lock = threading.Lock()
+        self.active: dict[int, tuple[RunStore, float]] = {}
+        threading.Thread(target=self._run, name="lease-heartbeats", daemon=True).start()
+
+    def add(self, store: RunStore) -> None:
+        with self.lock:
+            self.active[id(store)] = (store, time.monotonic())
+
+    def discard(self, store: RunStore) -> None:
+        with self.lock:
+            self.active.pop(id(store), None)
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(self.TICK)
+            interval = max(settings.AGENT_LEASE_SECONDS / 3, self.TICK)
+            now = time.monotonic()
+            with self.lock:
+                due = [store for store, beat in self.active.values() if now - beat >= interval]
+            for store in due:
+                self._beat(store, now)
+
+    def _beat(self, store: RunStore, now: float) -> None:
+        try:
+            row = Trace.objects.filter(pk=store.trace.pk, run_token=store.token)
+            alive = bool(row.update(heartbeat_at=timezone.now()))
+        except Exception:
+            logger.exception("heartbeat of trace %s failed", store.trace.pk)
+            connection.close()
+            return
+        with self.lock:
+            if id(store) in self.active:
+                if alive:
+                    self.active[id(store)] = (store, now)
+                else:
+                    self.active.pop(id(store))  # the lease is lost; the run learns at its next commit
+
+
+_heartbeats_lock = threading.Lock()
+_heartbeats_instance: _Heartbeats | None = None
+
+
+def _heartbeats() -> _Heartbeats:
+    """This process's heartbeat thread; a forked worker starts its own."""
+    global _heartbeats_instance
+    with _heartbeats_lock:
+        if _heartbeats_instance is None or _heartbeats_instance.pid != os.getpid():
+            _heartbeats_instance = _Heartbeats()
+        return _heartbeats_instance
