@@ -1,0 +1,286 @@
+"""Per-step cost of the agent loop on SQLite and PostgreSQL at growing trace lengths.
+
+Prints, for main paths of 10, 1,000 and 10,000 messages (plus side branches):
+
+(a) framework overhead per loop step with an instant in-process `llm_call`:
+    everything outside the model call (persisting messages, events and stats,
+    building the next request, tool dispatch). Target <= 3 ms, and flat: the
+    step at 10,000 within 1.5x of the step at 10.
+(b) the whole step through the real `traces.llm.LLMClient` (litellm) with an
+    instant scripted model behind litellm's custom-provider hook (no network).
+(c) `trace_main_path` on a 10,000-message trace with branches (median of N
+    runs). Target < 50 ms on PostgreSQL.
+
+Usage: python bench/step_overhead.py [--steps 50] [--repeats 5] [--databases sqlite,postgresql]
+Each database runs in its own worker process (Django is configured per process).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.harness import RunTiming, branch_shape, database_env, median  # noqa: E402
+
+RESULT_MARK = "BENCH_RESULT "
+OVERHEAD_TARGET_MS = 3.0
+FLAT_TARGET = 1.5
+MAIN_PATH_TARGET_MS = 50.0
+
+
+# --- worker: one database ------------------------------------------------------
+
+
+def worker(lengths: list[int], steps: int, repeats: int, main_path_runs: int) -> dict[str, Any]:
+    from bench.harness import bench_registry, populate_trace, setup_django, timed_run
+
+    setup_django()
+    from django.db import connection
+
+    from bench.instant_model import instant_llm_call, register_litellm_provider
+    from traces.llm import LLMClient
+
+    register_litellm_provider()
+    registry = bench_registry()
+    client = LLMClient(retries=0)
+
+    # Warm-up: lazy imports, litellm's first call, connection set-up.
+    for name, call in (("warm-a", instant_llm_call), ("warm-b", client)):
+        populate_trace(name, 10)
+        timed_run(call, steps=10, trace_id=name, registry=registry)
+
+    # Repeats go round all lengths, so a disturbance (autovacuum, a neighbour's
+    # burst of work) lands in one run of several cells, not in every run of one.
+    a_runs: dict[int, list[RunTiming]] = {n: [] for n in lengths}
+    b_runs: dict[int, list[RunTiming]] = {n: [] for n in lengths}
+    shapes = {}
+    for rep in range(repeats):
+        for length in lengths:
+            shapes[length] = populate_trace(f"a-{length}-{rep}", length)
+            populate_trace(f"b-{length}-{rep}", length)
+            a_runs[length].append(
+                timed_run(instant_llm_call, steps=steps, trace_id=f"a-{length}-{rep}", registry=registry)
+            )
+            b_runs[length].append(
+                timed_run(client, steps=steps, trace_id=f"b-{length}-{rep}", registry=registry)
+            )
+    rows = [_row(length, shapes[length], a_runs[length], b_runs[length]) for length in lengths]
+    return {
+        "vendor": connection.vendor,
+        "server": _server_version(connection),
+        "rows": rows,
+        "main_path": main_path_timing(max(lengths), main_path_runs),
+    }
+
+
+def _row(
+    length: int, shape: dict[str, int], a_runs: list[RunTiming], b_runs: list[RunTiming]
+) -> dict[str, Any]:
+    return {
+        "length": length,
+        "shape": shape,
+        "steps": a_runs[0].steps,
+        "a_overhead_ms": median([r.loop_overhead_ms() for r in a_runs]),
+        "a_runner_overhead_ms": median([r.runner_overhead_ms() for r in a_runs]),
+        "a_prepare_ms": median([r.prepare * 1000 for r in a_runs]),
+        "b_step_ms": median([r.loop_step_ms() for r in b_runs]),
+        "b_client_ms": median([r.inside_model / r.steps * 1000 for r in b_runs]),
+        "a_all": [round(r.loop_overhead_ms(), 2) for r in a_runs],
+        "b_all": [round(r.loop_step_ms(), 2) for r in b_runs],
+    }
+
+
+def main_path_timing(length: int, runs: int) -> dict[str, Any]:
+    """`trace_main_path` end to end, and its SQL alone, on a trace with branches."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from bench.harness import populate_trace
+    from traces import selectors
+    from traces.models import Trace
+
+    trace_id = f"c-{length}"
+    shape = populate_trace(trace_id, length)
+    head = Trace.objects.get(pk=trace_id).head_sequence
+    for _ in range(3):
+        selectors.trace_main_path(trace_id=trace_id, head_sequence=head)
+    with CaptureQueriesContext(connection) as queries:
+        path = selectors.trace_main_path(trace_id=trace_id, head_sequence=head)
+    assert len(path) == length, f"main path has {len(path)} messages, expected {length}"
+    # The selector's own SQL as it ran (parameters inlined), to time the database part alone.
+    sql = queries.captured_queries[-1]["sql"]
+    walk_only = sql.replace("SELECT m.* FROM", "SELECT m.sequence FROM", 1)
+
+    def selector() -> None:
+        selectors.trace_main_path(trace_id=trace_id, head_sequence=head)
+
+    def fetch(query: str) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(query)
+            rows = cursor.fetchall()
+        assert len(rows) == length
+
+    return {
+        "shape": shape,
+        "runs": runs,
+        "queries": len(queries.captured_queries),
+        "selector": _timings(selector, runs),
+        "sql_rows": _timings(lambda: fetch(sql), runs),
+        "sql_walk": _timings(lambda: fetch(walk_only), runs) if walk_only != sql else None,
+    }
+
+
+def _timings(func: Any, runs: int) -> dict[str, float]:
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        func()
+        times.append((time.perf_counter() - started) * 1000)
+    return {"median_ms": median(times), "min_ms": min(times), "max_ms": max(times)}
+
+
+def _server_version(connection: Any) -> str:
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SHOW server_version")
+            return "PostgreSQL " + cursor.fetchone()[0].split()[0]
+        cursor.execute("select sqlite_version()")
+        return "SQLite " + cursor.fetchone()[0]
+
+
+# --- driver --------------------------------------------------------------------
+
+
+def run_worker(kind: str, args: argparse.Namespace, url: str | None = None) -> dict[str, Any]:
+    command = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--worker",
+        f"--steps={args.steps}",
+        f"--repeats={args.repeats}",
+        f"--lengths={args.lengths}",
+        f"--main-path-runs={args.main_path_runs}",
+    ]
+    done = subprocess.run(command, env=database_env(kind, url), cwd=ROOT, capture_output=True, text=True)
+    for line in done.stdout.splitlines():
+        if line.startswith(RESULT_MARK):
+            return json.loads(line[len(RESULT_MARK) :])
+    raise RuntimeError(f"{kind} worker failed (exit {done.returncode}):\n{done.stdout}\n{done.stderr}")
+
+
+def measure(kind: str, args: argparse.Namespace) -> dict[str, Any]:
+    if kind == "sqlite":
+        return run_worker(kind, args)
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from throwaway_pg import start
+
+    with start(dbname="bench_steps") as pg:
+        return run_worker(kind, args, pg.url)
+
+
+def report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> None:
+    print(
+        f"== step overhead: {args.steps} tool steps + 1 final answer per run, median of {args.repeats} runs =="
+    )
+    print(
+        "(a) overhead/step: instant in-process llm_call; time outside it per step, one-off trace load excluded"
+    )
+    print(
+        "    (total-model)/step: the runner's own last_run_stats formula (load included, thread hop = model)"
+    )
+    print(
+        "(b) full step: real LLMClient -> litellm -> instant custom provider; litellm = time inside the client"
+    )
+    print()
+    header = (
+        f"{'database':<16}{'length (main+side)':>20}{'steps':>7}{'(a) overhead':>14}"
+        f"{'(total-model)':>15}{'load':>9}{'(b) full step':>15}{'litellm':>10}"
+    )
+    print(header)
+    print(f"{'':<16}{'':>20}{'':>7}{'ms/step':>14}{'ms/step':>15}{'ms':>9}{'ms/step':>15}{'ms/step':>10}")
+    print("-" * len(header))
+    for data in results.values():
+        for row in data["rows"]:
+            shape = row["shape"]
+            print(
+                f"{data['server']:<16}{shape['main']:>11,} + {shape['side']:<6,}{row['steps']:>7}"
+                f"{row['a_overhead_ms']:>14.2f}{row['a_runner_overhead_ms']:>15.2f}{row['a_prepare_ms']:>9.1f}"
+                f"{row['b_step_ms']:>15.2f}{row['b_client_ms']:>10.2f}"
+            )
+    print()
+    for data in results.values():
+        rows = {r["length"]: r for r in data["rows"]}
+        low, high = min(rows), max(rows)
+        a_ratio = rows[high]["a_overhead_ms"] / rows[low]["a_overhead_ms"]
+        b_ratio = rows[high]["b_step_ms"] / rows[low]["b_step_ms"]
+        worst = max(r["a_overhead_ms"] for r in data["rows"])
+        print(
+            f"{data['server']}: ratio {high:,}/{low:,}: (a) {a_ratio:.2f}x "
+            f"[{'met' if a_ratio <= FLAT_TARGET else 'MISSED'}: <= {FLAT_TARGET}x], (b) {b_ratio:.2f}x; "
+            f"worst (a) {worst:.2f} ms [{'met' if worst <= OVERHEAD_TARGET_MS else 'MISSED'}: <= {OVERHEAD_TARGET_MS} ms]"
+        )
+    print()
+    longest = max(int(x) for x in args.lengths.split(","))
+    print(f"(c) main path of a {longest:,}-message trace with branches, {args.main_path_runs} runs each:")
+    print("    selector = trace_main_path() -> Message objects; SQL = the same query, rows as tuples;")
+    print("    walk = the same query returning sequences only (no row transfer)")
+    for kind, data in results.items():
+        mp = data["main_path"]
+        verdict = ""
+        if kind == "postgresql":
+            met = mp["selector"]["median_ms"] < MAIN_PATH_TARGET_MS
+            verdict = f" [{'met' if met else 'MISSED'}: selector < {MAIN_PATH_TARGET_MS:g} ms]"
+        print(
+            f"    {data['server']:<16} selector {_span(mp['selector'])}  SQL {_span(mp['sql_rows'])}  "
+            f"walk {_span(mp['sql_walk']) if mp['sql_walk'] else 'n/a'}  ({mp['queries']} query, {mp['shape']['total']:,} messages stored)"
+            f"{verdict}"
+        )
+    print()
+    print(
+        "raw (a) ms/step per run:",
+        {k: {r["length"]: r["a_all"] for r in d["rows"]} for k, d in results.items()},
+    )
+    print(
+        "raw (b) ms/step per run:",
+        {k: {r["length"]: r["b_all"] for r in d["rows"]} for k, d in results.items()},
+    )
+
+
+def _span(timing: dict[str, float]) -> str:
+    return f"{timing['median_ms']:7.1f} ms (min {timing['min_ms']:.1f})"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--steps", type=int, default=50, help="tool steps per run (default %(default)s)")
+    parser.add_argument("--repeats", type=int, default=5, help="runs per cell; the median is shown")
+    parser.add_argument("--lengths", default="10,1000,10000", help="main-path lengths (default %(default)s)")
+    parser.add_argument("--databases", default="sqlite,postgresql")
+    parser.add_argument("--main-path-runs", type=int, default=20)
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    lengths = [int(x) for x in args.lengths.split(",")]
+    if args.worker:
+        result = worker(lengths, args.steps, args.repeats, args.main_path_runs)
+        print(RESULT_MARK + json.dumps(result), flush=True)
+        return 0
+    for length in lengths:
+        branch_shape(length)  # fail early on nonsense before starting servers
+    results = {kind: measure(kind, args) for kind in args.databases.split(",")}
+    report(results, args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
