@@ -218,13 +218,11 @@ def reflect_before_compaction(store: Any, llm_call: Any) -> None:
     """C2 step 1: experiences from the history about to be compressed (best effort)."""
     if not settings.AGENT_COMPACTION_REFLECT:
         return
-    try:
-        from memory.reflect import Reflection, ReflectResult
-    except ImportError:
-        return
+    from memory.reflect import Reflection
+
     reflection = Reflection(store.trace.trace_id, focus="before context compaction", llm_call=llm_call)
     try:
-        reflection._reflect(store, ReflectResult(trace_id=store.trace.trace_id, status="failed"))
+        reflection.run_with_store(store)
     except Exception:
         logger.exception("reflection before compaction failed for %s", store.trace.trace_id)
 

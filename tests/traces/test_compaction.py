@@ -203,3 +203,39 @@ def test_a_shown_once_result_is_replaced_by_its_long_term_memory_after_first_use
     assert "PAGE-BODY" not in str(reloaded.messages) and "a page about X" in str(reloaded.messages)
     stored = Message.objects.get(trace_id=result.trace_id, name="fetch_page")
     assert "PAGE-BODY" in stored.content  # the original stays stored
+
+
+def test_a_reflection_side_branch_comes_before_the_summary(runner, llm, settings):
+    import json
+
+    settings.AGENT_CONTEXT_TOKENS = LIMIT
+    settings.AGENT_COMPACTION_REFLECT = True
+    lesson = {
+        "category": "tool_usage",
+        "tags": {"state": ["big output"], "intent": ["print digits"]},
+        "condition": "a command prints a lot",
+        "rule": "Print less: pipe long output through head.",
+        "evidence": [3],
+    }
+
+    steps = scripted([Reply(tool_calls=[big_output(i)]) for i in range(4)])
+
+    def answer(body: dict[str, Any]) -> Reply:
+        last = str((body.get("messages") or [{}])[-1].get("content"))
+        if last.startswith("Pause the task and reflect"):
+            return Reply(text=json.dumps({"experiences": [lesson]}))
+        return steps(body)
+
+    llm.script("scripted", [answer] * 40)
+    result = runner.run_result(user("print big digits"), RunConfig(stream=False))
+
+    from memory.models import Experience
+
+    trace = Trace.objects.get(pk=result.trace_id)
+    reflect = list(Message.objects.filter(trace=trace, kind="reflect").order_by("sequence"))
+    summary = Message.objects.filter(trace=trace, kind="summary").order_by("sequence").first()
+    assert reflect and summary and reflect[0].sequence < summary.sequence
+    assert not {m.sequence for m in reflect} & {m.sequence for m in trace_main_path(trace_id=trace.trace_id)}
+    experience = Experience.objects.filter(rule=lesson["rule"]).first()
+    assert experience is not None and experience.status == "draft"
+    assert experience.evidence["trace_id"] == trace.trace_id
