@@ -31,7 +31,10 @@ TOOL_OUTPUT = (
 
 def database_env(kind: str, url: str | None = None) -> dict[str, str]:
     """Environment for a worker on `kind` ("sqlite" or "postgresql")."""
+    scratch = tempfile.mkdtemp(prefix="bench-")
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "SQLITE_PATH")}
+    env["BENCH_SCRATCH"] = scratch  # the caller removes it: run_worker's `finally`
+    env["AGENT_WORKSPACE_ROOT"] = str(Path(scratch) / "workspaces")
     env["DJANGO_SETTINGS_MODULE"] = "agentsite.settings"
     env["LOG_LEVEL"] = "WARNING"
     env["AGENT_MODEL"] = MODEL
@@ -45,7 +48,7 @@ def database_env(kind: str, url: str | None = None) -> dict[str, str]:
         assert url, "postgresql needs a DATABASE_URL"
         env["DATABASE_URL"] = url
     else:
-        env["SQLITE_PATH"] = str(Path(tempfile.mkdtemp(prefix="bench-sqlite-")) / "bench.sqlite3")
+        env["SQLITE_PATH"] = str(Path(scratch) / "bench.sqlite3")
     return env
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -170,7 +171,11 @@ def run_worker(kind: str, args: argparse.Namespace, url: str | None = None) -> d
         f"--lengths={args.lengths}",
         f"--main-path-runs={args.main_path_runs}",
     ]
-    done = subprocess.run(command, env=database_env(kind, url), cwd=ROOT, capture_output=True, text=True)
+    env = database_env(kind, url)
+    try:
+        done = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True)
+    finally:
+        shutil.rmtree(env["BENCH_SCRATCH"], ignore_errors=True)
     for line in done.stdout.splitlines():
         if line.startswith(RESULT_MARK):
             return json.loads(line[len(RESULT_MARK) :])

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -148,7 +149,11 @@ def ours_worker(steps: int) -> dict[str, Any]:
 
 def run_worker(side: str, steps: int, env: dict[str, str]) -> dict[str, Any]:
     command = [sys.executable, str(Path(__file__).resolve()), "--worker", side, f"--steps={steps}"]
-    done = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True)
+    try:
+        done = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True)
+    finally:
+        if "BENCH_SCRATCH" in env:
+            shutil.rmtree(env["BENCH_SCRATCH"], ignore_errors=True)
     for line in done.stdout.splitlines():
         if line.startswith(RESULT_MARK):
             return json.loads(line[len(RESULT_MARK) :])
@@ -172,11 +177,10 @@ def measure(step_counts: list[int], repeats: int) -> dict[int, dict[str, list[di
     }
     with start(dbname="bench_ours") as pg:
         langgraph_url = create_database(pg.url, "bench_langgraph").replace("postgres://", "postgresql://", 1)
-        ours_env = database_env("postgresql", pg.url)
         theirs_env = {**os.environ, "PYTHONPATH": str(ROOT), "LANGGRAPH_URL": langgraph_url}
         for _ in range(repeats):
             for steps in step_counts:
-                results[steps]["ours"].append(run_worker("ours", steps, ours_env))
+                results[steps]["ours"].append(run_worker("ours", steps, database_env("postgresql", pg.url)))
                 results[steps]["langgraph"].append(run_worker("langgraph", steps, theirs_env))
     return results
 
