@@ -7,6 +7,7 @@ variables (see README "Configuration").
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -240,6 +241,31 @@ AGENT_TOOL_SPILL_PREVIEW = env_int("AGENT_TOOL_SPILL_PREVIEW", 2_000, minimum=10
 # G6: loop detection thresholds (repeats of one pattern).
 AGENT_LOOP_WARNING = env_int("AGENT_LOOP_WARNING", 4, minimum=2)
 AGENT_LOOP_CRITICAL = env_int("AGENT_LOOP_CRITICAL", 8, minimum=3)
+
+
+def _remote_agents() -> dict[str, str]:
+    raw = env_str("AGENT_REMOTE_AGENTS")
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"AGENT_REMOTE_AGENTS is not valid JSON: {exc}") from None
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise ImproperlyConfigured(
+            'AGENT_REMOTE_AGENTS must be a JSON object {"http://host:port": "api key"}'
+        )
+    return value
+
+
+# S5: other instances of this service the agent tool may call, with their API keys.
+AGENT_REMOTE_AGENTS = _remote_agents()
+AGENT_REMOTE_TIMEOUT = env_float("AGENT_REMOTE_TIMEOUT", 600.0, minimum=1.0)
+AGENT_REMOTE_POLL_SECONDS = env_float("AGENT_REMOTE_POLL_SECONDS", 0.5, minimum=0.05)
+AGENT_REMOTE_REQUEST_TIMEOUT = env_float("AGENT_REMOTE_REQUEST_TIMEOUT", 30.0, minimum=1.0)
+
 
 # --- Service: API, channels, workers ----------------------------------------
 

@@ -4,10 +4,13 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from traces.api.collaboration import A2AMessageWebhookView
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/", include("traces.api.urls")),
     path("api/", include("memory.api.urls")),
+    path("webhook/a2a-messages", A2AMessageWebhookView.as_view(), name="a2a-webhook"),
 ]

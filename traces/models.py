@@ -283,3 +283,32 @@ class Approval(models.Model):
 
     def __str__(self) -> str:
         return f"{self.trace_id}:{self.tool_name} ({self.status})"
+
+
+class InboxMessage(models.Model):
+    """A message from another agent to a trace (S4), delivered by the A2A webhook.
+
+    Unread until the trace's agent calls `check_messages` (`read_at` set then).
+    """
+
+    to_trace = models.ForeignKey(Trace, on_delete=models.CASCADE, related_name="inbox")
+    from_agent_id = models.CharField(max_length=255)
+    conversation_id = models.CharField(max_length=255, blank=True, default="")
+    content = models.JSONField(help_text="text, or any JSON the sender chose")
+    sender = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="sent_inbox_messages",
+        help_text="the token's user that delivered it",
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    read_at = models.DateTimeField(blank=True, null=True)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+        indexes = [models.Index(fields=["to_trace", "read_at"], name="inbox_trace_unread")]
+
+    def __str__(self) -> str:
+        return f"{self.from_agent_id} -> {self.to_trace_id}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from traces.api import approvals, views
+from traces.api import approvals, collaboration, views
 
 app_name = "traces-api"
 
@@ -22,4 +22,5 @@ urlpatterns = [
         approvals.ApprovalDecideView.as_view(),
         name="approval-decide",
     ),
+    path("traces/<str:trace_id>/answer", collaboration.HumanAnswerView.as_view(), name="trace-answer"),
 ]

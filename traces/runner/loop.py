@@ -119,7 +119,7 @@ class AgentRunner:
         self.llm_call = llm_call or LLMClient()
         self.utility_llm_call = utility_llm_call or LLMClient(retries=0, timeout=15)
         self.tool_registry = tool_registry or load_builtin_tools()
-        self.context_hooks = list(context_hooks or [])
+        self.context_hooks = list(context_hooks if context_hooks is not None else default_context_hooks())
         self.hooks = hooks if hooks is not None else hooks_from_settings()
         self.worker_id = worker_id or worker_identity()
         self._stops: dict[str, threading.Event] = {}
@@ -183,6 +183,10 @@ class AgentRunner:
             iterations=self.last_run_stats.get("iterations", 0),
             stats=dict(self.last_run_stats),
         )
+
+    def close(self) -> None:
+        """Let the model-call threads go (runners made for one sub-run)."""
+        self._pool.shutdown(wait=False)
 
     def stop(self, trace_id: str) -> bool:
         """R5: ask the run of `trace_id` to stop at its next checkpoint.
@@ -702,7 +706,11 @@ class AgentRunner:
                         output=f"An expert denied this call.{' Reason: ' + note if note else ''}",
                         is_error=True,
                     )
-            yield self._execute_call(run, call, forced=denial)
+            message = self._execute_call(run, call, forced=denial)
+            if message is None:
+                self._finish(run, TraceStatus.WAITING)  # a tool waits for a human (ask_human, S3)
+                return
+            yield message
         if run.loop_verdict is not None:
             yield from self._on_loop(run, run.loop_verdict)
 
@@ -751,7 +759,10 @@ class AgentRunner:
             run.store.emit("confirm_response", approval_payload(approval))
         return decision
 
-    def _execute_call(self, run: _Run, call: dict[str, Any], forced: ToolResult | None = None) -> Message:
+    def _execute_call(
+        self, run: _Run, call: dict[str, Any], forced: ToolResult | None = None
+    ) -> Message | None:
+        """Run one call and persist its result; None when the tool suspends the run (the call stays open)."""
         function = call.get("function") or {}
         name = str(function.get("name") or "")
         arguments = function.get("arguments")
@@ -779,6 +790,8 @@ class AgentRunner:
                 result = self.tool_registry.execute(
                     name, arguments, ctx, offered=run.offered, timeout=settings.AGENT_TOOL_TIMEOUT
                 )
+            if result.metadata.get("suspend"):
+                return None
         if self.hooks.has("after_tool_call"):
             result = self.hooks.after_tool_call(run.trace, call, result)
         duration_ms = int((time.perf_counter() - started) * 1000)
@@ -871,6 +884,13 @@ class AgentRunner:
             logger.exception("could not mark trace %s failed", run.trace.trace_id)
 
 
+def default_context_hooks() -> list[ContextHook]:
+    """Hooks every runner gets unless given its own: the A2A inbox reminder (S4)."""
+    from traces.inbox import inbox_context_hook
+
+    return [inbox_context_hook]
+
+
 def build_context_injection(trace: Trace, goal_tree: GoalTree | None, hooks: list[ContextHook]) -> str:
     parts = []
     if goal_tree:
@@ -903,13 +923,15 @@ def describe_assistant(response: LLMResponse) -> str:
 
 def heal_message(call: dict[str, Any], run: _Run) -> Message:
     """R6: a persisted synthetic result for a tool call that never got one."""
+    from traces.subtraces import healed_result
+
     name = (call.get("function") or {}).get("name") or ""
     return new_message(
         run,
         role="tool",
         tool_call_id=call.get("id"),
         name=name or None,
-        content=prompts.INTERRUPTED_TOOL_RESULT,
+        content=healed_result(run.trace, call) or prompts.INTERRUPTED_TOOL_RESULT,
         kind="healed",
         description=f"healed: {name} was interrupted",
         goal_id=run.trace.current_goal_id,

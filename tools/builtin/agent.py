@@ -1,0 +1,261 @@
+"""The `agent` tool (S1, S5): delegate to a sub-agent, explore in parallel, or call a remote agent."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from memory.presets import UnknownPreset, get_preset
+from tools.models import ToolContext, ToolError, ToolResult
+from tools.registry import tool
+from traces import remote, subtraces
+from traces.models import Trace
+from traces.subtraces import ChildOutcome, ChildSpec
+
+MAX_EXPLORE = 8
+
+
+@tool(inline=True)
+def agent(
+    task: str | list[str],
+    ctx: ToolContext,
+    messages: list[dict[str, Any]] | None = None,
+    continue_from: str = "",
+    agent_type: str = "",
+    skills: list[str] | None = None,
+    agent_url: str = "",
+) -> ToolResult:
+    """Hand work to sub-agents, each a full trace you can inspect and resume.
+
+    - task as a string (delegate): one sub-agent with the full toolset does it and
+      reports back; continue_from resumes an earlier sub-agent with its history.
+    - task as a list of strings (explore): one read-only sub-agent per task, all
+      running at the same time; you get their findings merged.
+    - agent_url: run the task on another agent service instead (continue_from then
+      takes the remote id "agent://host/trace_id" it returned).
+    Sub-agents share your workspace but not your conversation: put everything they
+    need into the task (or messages). They cannot start agents themselves.
+
+    Args:
+        task: What to do (delegate), or a list of independent questions to explore in parallel.
+        messages: Optional context messages (OpenAI format) given to the sub-agent(s) before the task.
+        continue_from: Id of an earlier sub-trace (or agent://host/trace_id) to resume instead of starting anew.
+        agent_type: Preset of the sub-agent (e.g. explore, analyst); default: default for delegate, explore for lists.
+        skills: Skills to put into the sub-agent's system prompt (overrides the preset's).
+        agent_url: URL of another agent service to run the task on.
+    """
+    preloaded = _check_messages(messages)
+    if agent_url or remote.is_remote_id(continue_from):
+        return _remote(ctx, task, preloaded, continue_from, agent_type, agent_url)
+    if isinstance(task, list):
+        if continue_from:
+            raise ToolError("continue_from works with one task (a string), not a list")
+        return _explore(ctx, task, preloaded, agent_type or "explore", skills)
+    if not isinstance(task, str) or not task.strip():
+        raise ToolError("task must be a non-empty string or a list of strings")
+    return _delegate(ctx, task, preloaded, continue_from, agent_type or "", skills)
+
+
+def _check_messages(messages: Any) -> list[dict[str, Any]]:
+    if messages is None:
+        return []
+    if not isinstance(messages, list) or not all(
+        isinstance(m, dict) and m.get("role") in ("system", "user", "assistant") for m in messages
+    ):
+        raise ToolError("messages must be a list of {role: system|user|assistant, content} objects")
+    return [{"role": m["role"], "content": m.get("content") or ""} for m in messages]
+
+
+def _preset(name: str) -> str:
+    try:
+        get_preset(name)
+    except UnknownPreset as exc:
+        raise ToolError(str(exc)) from None
+    return name
+
+
+def _start(ctx: ToolContext, mode: str, ids: list[str], tasks: list[str], goal_id: str | None) -> None:
+    """Before children run: collaborators [running], the call noted, events, all committed."""
+    trace = ctx.trace
+    subtraces.note_call(trace, ctx.tool_call_id, ids, mode)
+    store = ctx.extra.get("store")
+    for sub_id, task in zip(ids, tasks, strict=True):
+        subtraces.collaborator_upsert(
+            trace, _collaborator(sub_id, task, mode, "running", "working on: " + task[:120])
+        )
+        if store is not None:
+            store.emit(
+                "sub_trace_started",
+                {"sub_trace_id": sub_id, "mode": mode, "task": task[:500], "goal_id": goal_id},
+            )
+    if store is not None:
+        store.commit()  # the portal sees the children running while they run
+
+
+def _finish(ctx: ToolContext, mode: str, goal: Any, outcomes: list[ChildOutcome], tasks: list[str]) -> None:
+    trace = ctx.trace
+    subtraces.mark_agent_call(ctx.goal_tree, goal, mode, outcomes, tasks)
+    store = ctx.extra.get("store")
+    for outcome, task in zip(outcomes, tasks, strict=True):
+        summary = (outcome.summary or outcome.error or "")[:300]
+        subtraces.collaborator_upsert(
+            trace, _collaborator(outcome.trace_id, task, mode, outcome.status, summary)
+        )
+        if store is not None:
+            store.emit("sub_trace_completed", {"mode": mode, **outcome.as_dict(), "summary": summary})
+
+
+def _collaborator(sub_id: str, task: str, mode: str, status: str, summary: str) -> dict[str, Any]:
+    name = " ".join(task.split())[:40] or mode
+    return {
+        "name": name,
+        "type": "agent",
+        "trace_id": sub_id,
+        "status": status,
+        "summary": summary,
+        "mode": mode,
+    }
+
+
+def _delegate(
+    ctx: ToolContext,
+    task: str,
+    messages: list[dict[str, Any]],
+    continue_from: str,
+    agent_type: str,
+    skills: list[str] | None,
+) -> ToolResult:
+    parent = ctx.trace
+    if continue_from:
+        child = Trace.objects.filter(pk=continue_from).first()
+        if child is None or child.parent_trace_id != parent.trace_id:
+            raise ToolError(f"no sub-trace {continue_from!r} of this trace to continue")
+        spec = ChildSpec(
+            child.trace_id, task, messages, child.agent_type or "default", mode="delegate", existing=True
+        )
+    else:
+        kind = _preset(agent_type or "default")
+        spec = ChildSpec(
+            subtraces.sub_trace_id(parent.trace_id, "delegate"),
+            task,
+            messages,
+            kind,
+            skills,
+            name=f"delegate: {' '.join(task.split())[:60]}",
+        )
+    goal = subtraces.calling_goal(ctx.goal_tree, ctx.goal_id, task)
+    goal_id = goal.goal_id if goal is not None else None
+    _start(ctx, "delegate", [spec.trace_id], [task], goal_id)
+    outcome = subtraces.run_child(ctx.runner, parent, goal_id, spec, ctx.tool_call_id)
+    _finish(ctx, "delegate", goal, [outcome], [task])
+    return _result("delegate", [outcome], [task])
+
+
+def _explore(
+    ctx: ToolContext,
+    tasks: list[str],
+    messages: list[dict[str, Any]],
+    agent_type: str,
+    skills: list[str] | None,
+) -> ToolResult:
+    tasks = [t for t in tasks if isinstance(t, str) and t.strip()]
+    if not tasks:
+        raise ToolError("explore needs at least one non-empty task")
+    if len(tasks) > MAX_EXPLORE:
+        raise ToolError(f"at most {MAX_EXPLORE} parallel explorations at once (got {len(tasks)})")
+    kind = _preset(agent_type)
+    parent = ctx.trace
+    specs = [
+        ChildSpec(
+            subtraces.sub_trace_id(parent.trace_id, "explore", index),
+            task,
+            messages,
+            kind,
+            skills,
+            name=f"explore {index}: {' '.join(task.split())[:60]}",
+            mode="explore",
+        )
+        for index, task in enumerate(tasks, start=1)
+    ]
+    goal = subtraces.calling_goal(ctx.goal_tree, ctx.goal_id, "Explore: " + "; ".join(tasks))
+    goal_id = goal.goal_id if goal is not None else None
+    _start(ctx, "explore", [s.trace_id for s in specs], tasks, goal_id)
+    outcomes = subtraces.run_children_concurrently(ctx.runner, parent, goal_id, specs, ctx.tool_call_id)
+    _finish(ctx, "explore", goal, outcomes, tasks)
+    return _result("explore", outcomes, tasks)
+
+
+def _remote(
+    ctx: ToolContext,
+    task: Any,
+    messages: list[dict[str, Any]],
+    continue_from: str,
+    agent_type: str,
+    agent_url: str,
+) -> ToolResult:
+    if not isinstance(task, str) or not task.strip():
+        raise ToolError("a remote agent takes one task (a string)")
+    continue_id = None
+    try:
+        if continue_from:
+            if not remote.is_remote_id(continue_from):
+                raise ToolError("with agent_url, continue_from must be the remote id agent://host/trace_id")
+            host, continue_id = remote.split_remote_id(continue_from)
+            target = remote.remote_agent(agent_url or host)
+            if target.host != host:
+                raise ToolError(f"{continue_from!r} lives on {host}, not on {agent_url}")
+        else:
+            target = remote.remote_agent(agent_url)
+    except remote.RemoteAgentError as exc:
+        raise ToolError(str(exc)) from None
+    goal = subtraces.calling_goal(ctx.goal_tree, ctx.goal_id, task)
+    goal_id = goal.goal_id if goal is not None else None
+    placeholder = continue_from or f"{remote.SCHEME}{target.host}/(starting)"
+    store = ctx.extra.get("store")
+    if store is not None:
+        store.emit(
+            "sub_trace_started",
+            {"sub_trace_id": placeholder, "mode": "delegate", "remote": target.base_url, "goal_id": goal_id},
+        )
+    try:
+        outcome = remote.run_remote(
+            target, task=task, messages=messages, agent_type=agent_type or None, continue_trace_id=continue_id
+        )
+    except remote.RemoteAgentError as exc:
+        if store is not None:
+            store.emit(
+                "sub_trace_completed", {"sub_trace_id": placeholder, "status": "failed", "error": str(exc)}
+            )
+        raise ToolError(str(exc)) from None
+    subtraces.note_call(ctx.trace, ctx.tool_call_id, [outcome.trace_id], "delegate")
+    _finish(ctx, "delegate", goal, [outcome], [task])
+    return _result("delegate", [outcome], [task])
+
+
+def _result(mode: str, outcomes: list[ChildOutcome], tasks: list[str]) -> ToolResult:
+    failed = [o for o in outcomes if o.status != "completed"]
+    if mode == "delegate":
+        outcome = outcomes[0]
+        data = {
+            "mode": mode,
+            **outcome.as_dict(),
+            "continue_from": f"agent(task='<next step>', continue_from={outcome.trace_id!r})",
+        }
+        title = f"Sub-agent {outcome.status}: {outcome.trace_id}"
+        return ToolResult(
+            title=title,
+            output=json.dumps(data, ensure_ascii=False, indent=2),
+            metadata={"sub_trace_ids": [outcome.trace_id], "mode": mode},
+            is_error=bool(failed) and outcome.status == "failed" and not outcome.summary,
+        )
+    lines = [f"Explored {len(outcomes)} branches in parallel ({len(outcomes) - len(failed)} completed)."]
+    for index, (outcome, task) in enumerate(zip(outcomes, tasks, strict=True), start=1):
+        lines.append(
+            f"\n### {index}. {task.strip()[:200]}\n[{outcome.status}] sub_trace_id: {outcome.trace_id}"
+        )
+        lines.append(outcome.summary or f"(no result{': ' + outcome.error if outcome.error else ''})")
+    return ToolResult(
+        title=f"Explore: {len(outcomes)} branches",
+        output="\n".join(lines),
+        metadata={"sub_trace_ids": [o.trace_id for o in outcomes], "mode": mode},
+    )

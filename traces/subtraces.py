@@ -1,0 +1,309 @@
+"""Sub-traces (S1, S2): children that the `agent` and `evaluate` tools run.
+
+A child is a full trace (`parent_trace_id`, `parent_goal_id`), run by an
+AgentRunner like any other, sharing the parent's workspace
+(`tools/workspace.py:workspace_for` maps `{root}@...` to the root's). The tool
+that starts children (running in the parent's thread, `inline`) also:
+
+- turns the calling goal into an `agent_call` goal with the children's ids, the
+  mode and their figures in its cumulative stats (`mark_agent_call`);
+- keeps `parent.context["collaborators"]` current (`collaborator_upsert`);
+- notes which children a tool call started in `parent.context["sub_trace_calls"]`,
+  so an interrupted call heals with their ids (`healed_result`, R6);
+- emits `sub_trace_started` / `sub_trace_completed` on the parent.
+
+Explore children run truly concurrently, one thread and one database connection
+each. Children never get agent, evaluate or ask_human (no recursion, and no
+human wait inside a sub-run).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import connections
+from django.utils import timezone
+
+from memory.presets import get_preset
+from traces.goal_tree import GoalTree
+from traces.models import Goal, Trace, TraceStatus
+
+NO_RECURSION = ("agent", "evaluate", "ask_human")
+TERMINAL = (TraceStatus.COMPLETED, TraceStatus.FAILED, TraceStatus.STOPPED)
+
+
+@dataclass
+class ChildSpec:
+    """One child run: a new sub-trace (`trace_id` unused yet) or a continued one."""
+
+    trace_id: str
+    task: str
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    agent_type: str = "default"
+    skills: list[str] | None = None
+    name: str = ""
+    mode: str = "delegate"
+    existing: bool = False
+
+
+@dataclass
+class ChildOutcome:
+    trace_id: str
+    status: str
+    summary: str | None = None
+    error: str | None = None
+    stats: dict[str, Any] = field(default_factory=dict)
+    remote: str | None = None  # the remote instance's URL for agent:// children
+
+    def as_dict(self) -> dict[str, Any]:
+        data = {
+            "sub_trace_id": self.trace_id,
+            "status": self.status,
+            "summary": self.summary,
+            "stats": self.stats,
+        }
+        if self.error:
+            data["error"] = self.error
+        return data
+
+
+# --- ids -------------------------------------------------------------------------
+
+
+def sub_trace_id(parent_id: str, mode: str, index: int | None = None) -> str:
+    """`{parent}@delegate-<ts>-001`, `{parent}@explore-NNN-<ts>-001` (seed "Sub-Trace 目录命名")."""
+    stamp = timezone.now().strftime("%Y%m%d%H%M%S")
+    stem = f"{parent_id}@{mode}-{index:03d}-{stamp}" if index is not None else f"{parent_id}@{mode}-{stamp}"
+    for counter in range(1, 1000):
+        candidate = f"{stem}-{counter:03d}"
+        if not Trace.objects.filter(pk=candidate).exists():
+            return candidate
+    raise RuntimeError(f"no free sub-trace id under {stem}")
+
+
+# --- the parent's side: goal, collaborators, call notes ------------------------
+
+
+def collaborator_upsert(trace: Trace, entry: dict[str, Any]) -> None:
+    """Add or update one collaborator (matched by trace_id) in `trace.context`."""
+    collaborators = list((trace.context or {}).get("collaborators") or [])
+    for index, existing in enumerate(collaborators):
+        if existing.get("trace_id") == entry.get("trace_id"):
+            collaborators[index] = {**existing, **entry}
+            break
+    else:
+        collaborators.append(entry)
+    trace.context = {**(trace.context or {}), "collaborators": collaborators}
+
+
+def note_call(trace: Trace, tool_call_id: str | None, sub_trace_ids: list[str], mode: str) -> None:
+    """Remember which children a tool call started, for healing (R6)."""
+    if not tool_call_id:
+        return
+    calls = dict((trace.context or {}).get("sub_trace_calls") or {})
+    calls[tool_call_id] = {"mode": mode, "sub_trace_ids": sub_trace_ids}
+    trace.context = {**(trace.context or {}), "sub_trace_calls": calls}
+
+
+def calling_goal(tree: GoalTree | None, goal_id: str | None, description: str) -> Goal | None:
+    """The goal the call belongs to: the current one, else a new focused one."""
+    if tree is None:
+        return None
+    goal = tree.goals.get(goal_id or "") or tree.current
+    if goal is None:
+        goal = tree.ensure_root(description)
+    return goal
+
+
+def mark_agent_call(
+    tree: GoalTree | None, goal: Goal | None, mode: str, outcomes: list[ChildOutcome], tasks: list[str]
+) -> None:
+    """The calling goal becomes `agent_call`: ids, mode, per-child metadata, cumulative stats."""
+    if tree is None or goal is None:
+        return
+    goal.type = "agent_call"
+    goal.agent_call_mode = mode
+    ids = list(goal.sub_trace_ids or [])
+    metadata = dict(goal.sub_trace_metadata or {})
+    for outcome, task in zip(outcomes, tasks, strict=True):
+        if outcome.trace_id not in ids:
+            ids.append(outcome.trace_id)
+        metadata[outcome.trace_id] = {
+            "task": task[:500],
+            "status": outcome.status,
+            "summary": (outcome.summary or outcome.error or "")[:500],
+            "mode": mode,
+            **({"remote": outcome.remote} if outcome.remote else {}),
+        }
+        if outcome.stats:
+            tree.add_cumulative(goal.goal_id, outcome.stats)
+    goal.sub_trace_ids = ids
+    goal.sub_trace_metadata = metadata
+    tree.mark_dirty(goal)
+    tree.emit(
+        "goal_updated",
+        {"goal_id": goal.goal_id, "type": "agent_call", "agent_call_mode": mode, "sub_trace_ids": ids},
+    )
+
+
+def child_stats(before: dict[str, Any] | None, after: Trace | None) -> dict[str, Any]:
+    """What a child's run added: the figures cumulative goal stats fold in."""
+    if after is None:
+        return {}
+    before = before or {}
+    return {
+        "message_count": after.total_messages - before.get("total_messages", 0),
+        "prompt_tokens": after.total_prompt_tokens - before.get("total_prompt_tokens", 0),
+        "completion_tokens": after.total_completion_tokens - before.get("total_completion_tokens", 0),
+        "total_tokens": after.total_tokens - before.get("total_tokens", 0),
+        "total_cost": round((after.total_cost or 0.0) - before.get("total_cost", 0.0), 10),
+        "duration_ms": after.total_duration_ms - before.get("total_duration_ms", 0),
+    }
+
+
+STAT_FIELDS = (
+    "total_messages",
+    "total_prompt_tokens",
+    "total_completion_tokens",
+    "total_tokens",
+    "total_cost",
+    "total_duration_ms",
+)
+
+
+def figures(trace: Trace | None) -> dict[str, Any]:
+    return {f: getattr(trace, f) for f in STAT_FIELDS} if trace is not None else {}
+
+
+# --- running children ----------------------------------------------------------------
+
+
+def child_tool_names(runner: Any, agent_type: str) -> list[str]:
+    """The preset's tools minus the ones a child never gets (no recursion)."""
+    preset = get_preset(agent_type)
+    offered = runner.tool_registry.select(allowed=preset.allowed_tools, denied=preset.denied_tools)
+    return [t.name for t in offered if t.name not in NO_RECURSION]
+
+
+def run_child(
+    runner: Any, parent: Trace, goal_id: str | None, spec: ChildSpec, tool_call_id: str | None
+) -> ChildOutcome:
+    """Run one child to its end with `runner` (in the calling thread)."""
+    from traces.runner import RunConfig, RunError
+
+    before = figures(Trace.objects.filter(pk=spec.trace_id).first()) if spec.existing else {}
+    task_message = [{"role": "user", "content": spec.task}] if spec.task else []
+    try:
+        if spec.existing:
+            config = RunConfig(
+                trace_id=spec.trace_id,
+                agent_type=spec.agent_type,
+                tools=child_tool_names(runner, spec.agent_type),
+            )
+            result = runner.run_result([*spec.messages, *task_message], config)
+        else:
+            config = RunConfig(
+                model=parent.model,
+                agent_type=spec.agent_type,
+                skills=spec.skills,
+                tools=child_tool_names(runner, spec.agent_type),
+                name=spec.name[:200],
+                uid=parent.uid,
+                owner_id=parent.owner_id,
+                parent_trace_id=parent.trace_id,
+                parent_goal_id=goal_id,
+                new_trace_id=spec.trace_id,
+                context={"agent_call_mode": spec.mode, "parent_tool_call_id": tool_call_id},
+            )
+            result = runner.run_result([*spec.messages, *task_message], config)
+    except RunError as exc:
+        return ChildOutcome(spec.trace_id, TraceStatus.FAILED, error=str(exc))
+    except Exception as exc:  # a child's crash is the parent tool's error, not the parent's end
+        return ChildOutcome(spec.trace_id, TraceStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
+    after = Trace.objects.filter(pk=result.trace_id).first()
+    return ChildOutcome(
+        result.trace_id,
+        result.status,
+        summary=result.result,
+        error=result.error,
+        stats=child_stats(before, after),
+    )
+
+
+def run_children_concurrently(
+    runner: Any, parent: Trace, goal_id: str | None, specs: list[ChildSpec], tool_call_id: str | None
+) -> list[ChildOutcome]:
+    """Explore: every child in its own thread, with its own runner and database connection."""
+    from traces.runner import AgentRunner
+
+    def one(spec: ChildSpec) -> ChildOutcome:
+        child_runner = AgentRunner(
+            llm_call=runner.llm_call,
+            utility_llm_call=runner.utility_llm_call,
+            tool_registry=runner.tool_registry,
+            context_hooks=runner.context_hooks,
+            hooks=runner.hooks,
+        )
+        try:
+            return run_child(child_runner, parent, goal_id, spec, tool_call_id)
+        finally:
+            child_runner.close()
+            connections.close_all()  # this thread's connections only
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(specs), thread_name_prefix="explore") as pool:
+        return list(pool.map(one, specs))
+
+
+# --- healing (R6) ---------------------------------------------------------------------
+
+
+def healed_result(trace: Trace, call: dict[str, Any]) -> str | None:
+    """The structured interruption note of an agent/evaluate call, or None for other tools."""
+    function = call.get("function") or {}
+    name = function.get("name") or ""
+    if name not in ("agent", "evaluate"):
+        return None
+    noted = ((trace.context or {}).get("sub_trace_calls") or {}).get(call.get("id") or "") or {}
+    ids = list(noted.get("sub_trace_ids") or [])
+    children = {t.trace_id: t for t in Trace.objects.filter(pk__in=ids)}
+    entries = []
+    for sub_id in ids:
+        child = children.get(sub_id)
+        entries.append(
+            {
+                "sub_trace_id": sub_id,
+                "sub_trace_status": child.status if child else "unknown",
+                "stats": {
+                    "messages": child.total_messages,
+                    "tokens": child.total_tokens,
+                    "cost": child.total_cost,
+                }
+                if child
+                else {},
+                "continue_from": f"{name}(..., continue_from={sub_id!r})"
+                if name == "evaluate"
+                else f"agent(task='<what to do next>', continue_from={sub_id!r})",
+            }
+        )
+    body: dict[str, Any] = {
+        "status": "interrupted",
+        "tool": name,
+        "mode": noted.get("mode"),
+        "note": (
+            "This call was interrupted (the run stopped or its worker died) before it returned. "
+            + (
+                "Its sub-traces are kept: resume one with continue_from (it keeps its history), "
+                "or call again from scratch."
+                if ids
+                else "No sub-trace was started yet; call it again if still needed."
+            )
+        ),
+    }
+    if len(entries) == 1:
+        body.update(entries[0])
+    elif entries:
+        body["sub_traces"] = entries
+    return json.dumps(body, ensure_ascii=False, indent=2)
