@@ -319,3 +319,23 @@ def test_a_run_that_lost_its_lease_writes_nothing_more(llm, workspace_root):
     trace = Trace.objects.get()
     roles = list(Message.objects.filter(trace=trace).values_list("role", flat=True))
     assert roles == ["system", "user", "assistant"]  # the tool result's step rolled back
+
+
+def test_message_events_carry_long_content_cut_short_and_say_so(runner, llm, settings):
+    settings.AGENT_TOOL_SPILL_CHARS = 100_000
+    llm.script(
+        "scripted",
+        [
+            Reply(tool_calls=[ToolCall("bash", {"command": "python3 -c \"print('x' * 9000)\""})]),
+            Reply(text="ok"),
+        ],
+    )
+    result = runner.run_result(user("print"), RunConfig(stream=False))
+    events = {
+        e.payload["role"]: e.payload
+        for e in TraceEvent.objects.filter(trace_id=result.trace_id, type="message")
+    }
+    tool = Message.objects.get(trace_id=result.trace_id, role="tool")
+    assert len(tool.content) > 9000
+    assert events["tool"]["content_truncated"] and len(events["tool"]["content"]) == 4000
+    assert not events["assistant"]["content_truncated"]

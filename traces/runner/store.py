@@ -255,8 +255,20 @@ class RunStore:
         Trace.objects.filter(pk=self.trace.pk, run_token=self.token).update(run_owner="")
 
 
+EVENT_CONTENT_LIMIT = 4_000
+
+
 def message_payload(message: Message) -> dict[str, Any]:
-    """A message as events and the API show it."""
+    """A message as its `message` event carries it.
+
+    Text content longer than EVENT_CONTENT_LIMIT is cut (`content_truncated`): a
+    50 KB tool output is not stored twice; the full text is one
+    `GET /api/traces/{id}/messages` away.
+    """
+    content = message.content
+    truncated = isinstance(content, str) and len(content) > EVENT_CONTENT_LIMIT
+    if truncated:
+        content = content[:EVENT_CONTENT_LIMIT]
     return {
         "message_id": message.message_id,
         "sequence": message.sequence,
@@ -265,7 +277,8 @@ def message_payload(message: Message) -> dict[str, Any]:
         "goal_id": message.goal_id,
         "kind": message.kind,
         "description": message.description,
-        "content": message.content,
+        "content": content,
+        "content_truncated": truncated,
         "tool_calls": message.tool_calls,
         "tool_call_id": message.tool_call_id,
         "name": message.name,
