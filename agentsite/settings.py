@@ -94,6 +94,7 @@ INSTALLED_APPS = [
     "traces",
     "memory",
     "tools",
+    "portal",
 ]
 
 MIDDLEWARE = [
@@ -169,7 +170,9 @@ STORAGES = {
 }
 # Also serve straight from the apps' static folders, so `serve` works before collectstatic.
 WHITENOISE_USE_FINDERS = True
-LOGIN_URL = "/admin/login/"
+LOGIN_URL = "portal:login"
+LOGIN_REDIRECT_URL = "portal:trace-list"
+LOGOUT_REDIRECT_URL = "portal:login"
 
 LOGGING = {
     "version": 1,

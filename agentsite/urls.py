@@ -13,4 +13,5 @@ urlpatterns = [
     path("api/", include("traces.api.urls")),
     path("api/", include("memory.api.urls")),
     path("webhook/a2a-messages", A2AMessageWebhookView.as_view(), name="a2a-webhook"),
+    path("", include("portal.urls")),
 ]

@@ -1,0 +1,34 @@
+"""Routes of the expert portal. Trace ids contain '@' and '-' but never '/'."""
+
+from __future__ import annotations
+
+from django.contrib.auth import views as auth_views
+from django.urls import path
+
+from portal.views import memory, traces
+
+app_name = "portal"
+
+urlpatterns = [
+    path("", traces.trace_list, name="trace-list"),
+    path("login/", auth_views.LoginView.as_view(template_name="portal/login.html"), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("traces/live.json", traces.traces_live, name="traces-live"),
+    path("traces/new/", traces.trace_new, name="trace-new"),
+    path("traces/<str:trace_id>/", traces.trace_detail, name="trace-detail"),
+    path("traces/<str:trace_id>/messages/<int:sequence>/", traces.message_fragment, name="message"),
+    path("traces/<str:trace_id>/run/", traces.trace_run, name="trace-run"),
+    path("traces/<str:trace_id>/stop/", traces.trace_stop_view, name="trace-stop"),
+    path("traces/<str:trace_id>/reflect/", traces.trace_reflect_view, name="trace-reflect"),
+    path(
+        "traces/<str:trace_id>/approvals/<int:approval_id>/",
+        traces.approval_decide_view,
+        name="approval-decide",
+    ),
+    path("experiences/", memory.experience_list_view, name="experiences"),
+    path("experiences/experiences.md", memory.experiences_download, name="experiences-download"),
+    path("experiences/upload/", memory.experiences_upload, name="experiences-upload"),
+    path("experiences/<str:code>/edit/", memory.experience_edit, name="experience-edit"),
+    path("experiences/<str:code>/<str:action>/", memory.experience_action, name="experience-action"),
+    path("library/", memory.library, name="library"),
+]

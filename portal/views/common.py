@@ -1,0 +1,24 @@
+"""What every portal view shares: refusals in plain words."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest
+
+from traces.runner import RunError
+
+PLAIN_STATUS = {
+    400: "That could not be done",
+    404: "Not found",
+    409: "Not now: the trace is busy or already decided",
+}
+
+
+def refusal(exc: RunError) -> str:
+    """A service refusal (400/404/409) as a sentence for the expert."""
+    prefix = PLAIN_STATUS.get(getattr(exc, "status", 400), "That could not be done")
+    return f"{prefix}. {exc}"
+
+
+def refuse(request: HttpRequest, exc: RunError) -> None:
+    messages.error(request, refusal(exc))

@@ -1,0 +1,293 @@
+"""Trace pages (P1-P3): list, detail, and the actions an expert takes on a run.
+
+Views stay thin: reads go through traces.selectors, every action through the same
+service as the API (traces.services, traces.approvals), and a refusal comes back
+as a plain sentence on the page.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.db.models import Q
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from memory.models import AgentPreset
+from portal.conversation import branch_tips, conversation, message_tree
+from portal.views.common import refuse
+from traces.approvals import approval_decide, approvals_for
+from traces.goal_tree import GoalTree
+from traces.models import ApprovalStatus, Message, Trace, TraceStatus
+from traces.runner import InvalidRun, RunError
+from traces.selectors import trace_events, trace_main_path, trace_messages, traces_visible_to
+from traces.services import trace_continue, trace_reflect, trace_start, trace_stop
+
+PAGE_SIZE = 25
+LIVE_STATUSES = (TraceStatus.RUNNING, TraceStatus.WAITING)
+
+
+def _visible(request: HttpRequest, trace_id: str) -> Trace:
+    trace = traces_visible_to(request.user).filter(pk=trace_id).select_related("owner").first()
+    if trace is None:
+        raise Http404("no such trace")
+    return trace
+
+
+@login_required
+@require_GET
+def trace_list(request: HttpRequest) -> HttpResponse:
+    traces = traces_visible_to(request.user).select_related("owner").order_by("-updated_at")
+    status = request.GET.get("status", "")
+    agent_type = request.GET.get("agent_type", "")
+    q = request.GET.get("q", "").strip()
+    scope = request.GET.get("scope", "top")
+    if status == "attention":
+        traces = traces.filter(Q(needs_attention=True) | Q(status=TraceStatus.WAITING))
+    elif status:
+        traces = traces.filter(status=status)
+    if agent_type:
+        traces = traces.filter(agent_type=agent_type)
+    if q:
+        traces = traces.filter(Q(name__icontains=q) | Q(task__icontains=q) | Q(trace_id__icontains=q))
+    if scope == "top":
+        traces = traces.filter(parent_trace__isnull=True)
+    page = Paginator(traces, PAGE_SIZE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    visible = traces_visible_to(request.user)
+    return render(
+        request,
+        "portal/trace_list.html",
+        {
+            "page": page,
+            "status": status,
+            "agent_type": agent_type,
+            "q": q,
+            "scope": scope,
+            "query": query.urlencode(),
+            "statuses": TraceStatus.values,
+            "agent_types": sorted({t for t in visible.values_list("agent_type", flat=True).distinct() if t}),
+            "attention_count": visible.filter(
+                Q(needs_attention=True) | Q(status=TraceStatus.WAITING)
+            ).count(),
+        },
+    )
+
+
+def _row(trace: Trace) -> dict[str, Any]:
+    from portal.templatetags.portal import cost, duration, tokens
+
+    return {
+        "trace_id": trace.trace_id,
+        "status": trace.status,
+        "tokens": tokens(trace.total_tokens),
+        "cost": cost(trace.total_cost),
+        "duration": duration(trace.total_duration_ms),
+        "messages": trace.total_messages,
+        "needs_attention": trace.needs_attention,
+        "updated_at": trace.updated_at.isoformat(),
+    }
+
+
+@login_required
+@require_GET
+def traces_live(request: HttpRequest) -> JsonResponse:
+    """The changing columns of the listed traces, for the list page's live refresh."""
+    ids = [i for i in request.GET.get("ids", "").split(",") if i][:100]
+    traces = traces_visible_to(request.user).filter(pk__in=ids)
+    return JsonResponse({"traces": [_row(t) for t in traces]})
+
+
+@login_required
+@require_GET
+def trace_detail(request: HttpRequest, trace_id: str) -> HttpResponse:
+    trace = _visible(request, trace_id)
+    head = trace.head_sequence
+    viewing = head
+    if request.GET.get("head", "").isdigit():
+        viewing = int(request.GET["head"])
+        if not Message.objects.filter(trace=trace, sequence=viewing).exists():
+            raise Http404("no such message")
+    main_sequences = {m.sequence for m in trace_main_path(trace_id=trace.trace_id, head_sequence=head)}
+    path = trace_main_path(trace_id=trace.trace_id, head_sequence=viewing)
+    all_messages = list(trace_messages(trace_id=trace.trace_id).defer("tool_calls"))
+    tree = GoalTree.load(trace)
+    events = list(trace_events(trace_id=trace.trace_id))
+    approvals = list(approvals_for(user=request.user, trace_id=trace.trace_id))
+    context = {
+        "trace": trace,
+        "entries": conversation(path),
+        "viewing": viewing,
+        "on_main_path": viewing == head,
+        "main_sequences": main_sequences,
+        "tree": message_tree(all_messages, {m.sequence for m in path}, viewing),
+        "tips": branch_tips(all_messages, head),
+        "goals": [(d, d.count("."), tree.goal_dict(goal)) for d, goal in tree.walk()],
+        "current_goal": trace.current_goal_id,
+        "sub_traces": _sub_tree(trace),
+        "events": events[-300:],
+        "event_count": len(events),
+        "pending": [a for a in approvals if a.status == ApprovalStatus.PENDING],
+        "decided": [a for a in approvals if a.status != ApprovalStatus.PENDING],
+        "live": trace.status in LIVE_STATUSES,
+        "ancestors": _ancestors(trace),
+    }
+    return render(request, "portal/trace_detail.html", context)
+
+
+def _sub_tree(trace: Trace, depth: int = 0) -> list[tuple[int, Trace]]:
+    rows: list[tuple[int, Trace]] = []
+    if depth > 5:
+        return rows
+    for child in trace.sub_traces.order_by("created_at"):
+        rows.append((depth, child))
+        rows.extend(_sub_tree(child, depth + 1))
+    return rows
+
+
+def _ancestors(trace: Trace) -> list[Trace]:
+    chain = []
+    parent = trace.parent_trace
+    while parent is not None and len(chain) < 10:
+        chain.insert(0, parent)
+        parent = parent.parent_trace
+    return chain
+
+
+@login_required
+@require_GET
+def message_fragment(request: HttpRequest, trace_id: str, sequence: int) -> HttpResponse:
+    """One message rendered as on the page, for live updates (sanitised server-side)."""
+    trace = _visible(request, trace_id)
+    message = Message.objects.filter(trace=trace, sequence=sequence).first()
+    if message is None:
+        raise Http404("no such message")
+    entry = conversation([message])[0]
+    return render(
+        request,
+        "portal/_message.html",
+        {"entry": entry, "trace": trace, "on_main_path": True, "main_sequences": {sequence}},
+    )
+
+
+def _back(trace_id: str) -> HttpResponse:
+    return redirect(reverse("portal:trace-detail", args=[trace_id]))
+
+
+def _refused(request: HttpRequest, trace_id: str, exc: RunError) -> HttpResponse:
+    """Say why, on the trace's page (or the list, when the trace cannot be seen)."""
+    refuse(request, exc)
+    if exc.status == 404:
+        return redirect(reverse("portal:trace-list"))
+    return _back(trace_id)
+
+
+@login_required
+def trace_new(request: HttpRequest) -> HttpResponse:
+    presets = list(AgentPreset.objects.order_by("name").values_list("name", flat=True)) or ["default"]
+    form = {"task": request.GET.get("task", ""), "preset": "default", "model": "", "name": ""}
+    if request.method == "POST":
+        form = {key: request.POST.get(key, "").strip() for key in form}
+        try:
+            trace = trace_start(
+                user=request.user,
+                messages=[{"role": "user", "content": form["task"]}] if form["task"] else [],
+                model=form["model"] or None,
+                preset=form["preset"] or None,
+                name=form["name"] or None,
+            )
+        except RunError as exc:
+            refuse(request, exc)
+        else:
+            messages.success(request, "Run started; it streams below as a worker picks it up.")
+            return _back(trace.trace_id)
+    return render(request, "portal/trace_new.html", {"form": form, "presets": presets})
+
+
+@login_required
+@require_POST
+def trace_run(request: HttpRequest, trace_id: str) -> HttpResponse:
+    """Continue (no after), rewind (after + text) or regenerate (after, no text)."""
+    text = request.POST.get("text", "").strip()
+    after = request.POST.get("after_sequence", "").strip()
+    try:
+        after_sequence = int(after) if after else None
+    except ValueError:
+        return _refused(request, trace_id, InvalidRun(f"{after!r} is not a message number"))
+    new = [{"role": "user", "content": text}] if text else []
+    try:
+        trace_continue(user=request.user, trace_id=trace_id, messages=new, after_sequence=after_sequence)
+    except RunError as exc:
+        return _refused(request, trace_id, exc)
+    if after_sequence is None:
+        messages.success(request, "Continuing the run with your message.")
+    elif text:
+        messages.success(request, f"Rewound to message {after_sequence}; a new branch starts with your text.")
+    else:
+        messages.success(request, f"Regenerating from message {after_sequence} on a new branch.")
+    return _back(trace_id)
+
+
+@login_required
+@require_POST
+def trace_stop_view(request: HttpRequest, trace_id: str) -> HttpResponse:
+    try:
+        trace = trace_stop(user=request.user, trace_id=trace_id)
+    except RunError as exc:
+        return _refused(request, trace_id, exc)
+    else:
+        done = trace.status == TraceStatus.STOPPED
+        messages.success(request, "Stopped." if done else "Stopping: the run ends at its next checkpoint.")
+    return _back(trace_id)
+
+
+@login_required
+@require_POST
+def trace_reflect_view(request: HttpRequest, trace_id: str) -> HttpResponse:
+    try:
+        trace_reflect(user=request.user, trace_id=trace_id, focus=request.POST.get("focus", "").strip())
+    except RunError as exc:
+        return _refused(request, trace_id, exc)
+    else:
+        messages.success(
+            request, "Reflecting on a side branch; draft experiences appear in the review queue."
+        )
+    return _back(trace_id)
+
+
+@login_required
+@require_POST
+def approval_decide_view(request: HttpRequest, trace_id: str, approval_id: int) -> HttpResponse:
+    decision = request.POST.get("decision", "")
+    raw = request.POST.get("arguments", "").strip()
+    arguments = None
+    try:
+        if decision == "approve" and raw and request.POST.get("edited") == "1":
+            try:
+                arguments = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                raise InvalidRun(
+                    f"the edited arguments are not valid JSON ({exc.msg} at line {exc.lineno})"
+                ) from None
+        approval = approval_decide(
+            user=request.user,
+            trace_id=trace_id,
+            approval_id=approval_id,
+            decision=decision,
+            arguments=arguments,
+            note=request.POST.get("note", "").strip(),
+        )
+    except RunError as exc:
+        return _refused(request, trace_id, exc)
+    else:
+        verb = "Approved" if approval.status == ApprovalStatus.APPROVED else "Denied"
+        edited = " with your edited arguments" if arguments is not None else ""
+        messages.success(request, f"{verb} {approval.tool_name}{edited}; the run resumes when nothing waits.")
+    return _back(trace_id)

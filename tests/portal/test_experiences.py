@@ -1,0 +1,94 @@
+"""The experience review queue, experiences.md and the library page (P4)."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+from memory.models import Experience, ExperienceStatus
+from memory.services import experience_create
+from tests.factories import make_trace
+
+pytestmark = pytest.mark.django_db
+
+
+def draft(**fields):
+    return experience_create(rule="Compute sums with a script.", condition="tables", **fields)
+
+
+def test_the_queue_shows_drafts_with_evidence_links(browser_client, expert, integrator):
+    trace = make_trace(integrator, messages=[("user", "a"), ("assistant", "b"), ("user", "c")])
+    experience = draft(
+        trace=trace,
+        evidence={"trace_id": trace.trace_id, "messages": [{"sequence": 3, "message_id": "x"}]},
+    )
+    page = browser_client(expert).get("/experiences/").content.decode()
+    assert experience.code in page and "review queue" in page
+    assert f'href="/traces/{trace.trace_id}/?head=3#m3"' in page
+
+
+def test_plain_users_see_only_approved_and_cannot_review(browser_client, integrator, expert):
+    hidden = draft()
+    shown = draft(status=ExperienceStatus.APPROVED)
+    client = browser_client(integrator)
+    page = client.get("/experiences/", {"status": "all"}).content.decode()
+    assert shown.code in page and hidden.code not in page
+    assert "Approve" not in page
+    assert client.post(f"/experiences/{shown.code}/retire/").status_code == 403
+    assert client.post(f"/experiences/{shown.code}/edit/", {"rule": "x"}).status_code == 403
+
+
+def test_expert_approves_retires_and_votes(browser_client, expert):
+    experience = draft()
+    client = browser_client(expert)
+    page = client.post(f"/experiences/{experience.code}/approve/", follow=True).content.decode()
+    assert "approved" in page
+    experience.refresh_from_db()
+    assert experience.status == ExperienceStatus.APPROVED and experience.reviewed_by == expert
+
+    client.post(f"/experiences/{experience.code}/helpful/")
+    client.post(f"/experiences/{experience.code}/harmful/")
+    client.post(f"/experiences/{experience.code}/retire/")
+    experience.refresh_from_db()
+    assert (experience.helpful, experience.harmful, experience.status) == (1, 1, ExperienceStatus.RETIRED)
+
+
+def test_expert_edits_an_experience(browser_client, expert):
+    experience = draft()
+    client = browser_client(expert)
+    client.post(
+        f"/experiences/{experience.code}/edit/",
+        {"rule": "New rule", "condition": "when", "category": "tool_usage", "intent": "Data Analysis, csv"},
+    )
+    experience.refresh_from_db()
+    assert experience.rule == "New rule" and experience.category == "tool_usage"
+    assert experience.tags["intent"] == ["data_analysis", "csv"]
+    page = client.post(f"/experiences/{experience.code}/edit/", {"rule": " "}, follow=True).content.decode()
+    assert "cannot be empty" in page
+
+
+def test_download_and_upload_experiences_md(browser_client, expert):
+    experience = draft(status=ExperienceStatus.APPROVED)
+    client = browser_client(expert)
+    response = client.get("/experiences/experiences.md")
+    assert response["Content-Type"].startswith("text/markdown")
+    text = response.content.decode()
+    assert experience.code in text
+
+    Experience.objects.all().delete()
+    upload = SimpleUploadedFile("experiences.md", text.encode(), content_type="text/markdown")
+    page = client.post("/experiences/upload/", {"file": upload}, follow=True).content.decode()
+    assert "Imported: 1 new, 0 updated" in page
+    assert Experience.objects.get(code=experience.code).rule == experience.rule
+
+    bad = SimpleUploadedFile(
+        "experiences.md", b"---\nnot: [closed\n---\nbody\n", content_type="text/markdown"
+    )
+    page = client.post("/experiences/upload/", {"file": bad}, follow=True).content.decode()
+    assert "Nothing was imported" in page
+
+
+def test_library_lists_skills_and_presets_with_admin_links(browser_client, expert):
+    page = browser_client(expert).get("/library/").content.decode()
+    assert "planning" in page and "explore" in page
+    assert "/admin/memory/agentpreset/" in page
