@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
 
-from traces.models import Approval, Goal, Message, Trace, TraceEvent
+from traces.models import Approval, Goal, InboxMessage, Message, Trace, TraceEvent
 from traces.runner import RunError
 from traces.services import trace_reflect, trace_request_stop
 
@@ -61,7 +63,7 @@ class TraceAdmin(admin.ModelAdmin):
         "completed_at",
     )
     inlines = [GoalInline]
-    actions = ["stop_traces", "reflect_traces"]
+    actions = ["stop_traces", "reflect_traces", "answer_questions"]
 
     @admin.action(description="Stop the selected running traces")
     def stop_traces(self, request: HttpRequest, queryset: QuerySet[Trace]) -> None:
@@ -78,6 +80,39 @@ class TraceAdmin(admin.ModelAdmin):
             except RunError as exc:
                 self.message_user(request, f"{trace.trace_id}: {exc}", messages.WARNING)
         self.message_user(request, f"Reflection queued for {started} trace(s).", messages.SUCCESS)
+
+    @admin.action(description="Answer the selected ask_human questions (S3)")
+    def answer_questions(self, request: HttpRequest, queryset: QuerySet[Trace]) -> HttpResponse | None:
+        """An intermediate page with one answer box per waiting question; the askers resume."""
+        from traces.humans import HUMAN, human_answer
+
+        questions = list(queryset.filter(agent_type=HUMAN, status="waiting"))
+        if not questions:
+            self.message_user(request, "None of the selected traces is a waiting question.", messages.WARNING)
+            return None
+        if request.POST.get("apply"):
+            answered = 0
+            for question in questions:
+                answer = request.POST.get(f"answer-{question.trace_id}", "")
+                if not answer.strip():
+                    continue
+                try:
+                    human_answer(user=request.user, trace_id=question.trace_id, answer=answer)
+                    answered += 1
+                except RunError as exc:
+                    self.message_user(request, f"{question.trace_id}: {exc}", messages.ERROR)
+            self.message_user(
+                request, f"Answered {answered} question(s); their traces resume.", messages.SUCCESS
+            )
+            return None
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Answer questions",
+            "questions": questions,
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+            "opts": self.model._meta,
+        }
+        return TemplateResponse(request, "admin/traces/answer_questions.html", context)
 
 
 @admin.register(Message)
@@ -181,3 +216,11 @@ class ApprovalAdmin(admin.ModelAdmin):
     @admin.action(description="Deny the selected calls")
     def deny(self, request: HttpRequest, queryset: QuerySet[Approval]) -> None:
         self._decide(request, queryset, "deny")
+
+
+@admin.register(InboxMessage)
+class InboxMessageAdmin(admin.ModelAdmin):
+    list_display = ("to_trace", "from_agent_id", "conversation_id", "created_at", "read_at")
+    list_filter = ("read_at",)
+    search_fields = ("to_trace__trace_id", "from_agent_id", "conversation_id")
+    raw_id_fields = ("to_trace", "sender")

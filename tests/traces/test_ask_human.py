@@ -100,3 +100,27 @@ def test_answers_are_checked(runner, llm, integrator, stranger, expert, api_clie
         assert api_client(expert).post(url, {"answer": "prod"}, format="json").status_code == 200
     again = api_client(expert).post(url, {"answer": "prod"}, format="json")
     assert again.status_code == 409 and again.json()["code"] == "run_conflict"
+
+
+def test_an_expert_answers_in_the_admin_and_the_parent_resumes(
+    runner, llm, integrator, client, inline_worker
+):
+    parent, child = ask_and_wait(runner, llm, integrator)
+    admin_user = type(integrator).objects.create_superuser("admin", "admin@example.com", "pw-admin-123")
+    client.force_login(admin_user)
+    selected = {"action": "answer_questions", "_selected_action": [child.trace_id]}
+
+    form = client.post("/admin/traces/trace/", selected)
+    assert form.status_code == 200 and b"Deploy to staging or prod?" in form.content
+    with inline_worker():
+        done = client.post(
+            "/admin/traces/trace/",
+            {**selected, "apply": "1", f"answer-{child.trace_id}": "prod"},
+            follow=True,
+        )
+    assert b"Answered 1 question(s)" in done.content
+    parent.refresh_from_db()
+    child.refresh_from_db()
+    assert child.status == "completed" and child.context["answered_by"] == "admin"
+    assert parent.status == "completed" and "prod" in parent.result_summary
+    assert client.get("/admin/traces/inboxmessage/").status_code == 200
