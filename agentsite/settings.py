@@ -269,7 +269,6 @@ AGENT_REMOTE_TIMEOUT = env_float("AGENT_REMOTE_TIMEOUT", 600.0, minimum=1.0)
 AGENT_REMOTE_POLL_SECONDS = env_float("AGENT_REMOTE_POLL_SECONDS", 0.5, minimum=0.05)
 AGENT_REMOTE_REQUEST_TIMEOUT = env_float("AGENT_REMOTE_REQUEST_TIMEOUT", 30.0, minimum=1.0)
 
-
 # --- Service: API, channels, workers ----------------------------------------
 
 REDIS_URL = env_str("REDIS_URL")
