@@ -185,3 +185,31 @@ def test_ask_human_waits_across_a_worker_restart_and_resumes_on_an_answer(pair, 
         what="the parent to resume and complete",
     )
     assert "eu-west" in trace["result_summary"]
+
+
+def test_explore_children_run_concurrently_in_a_worker_on_a_sqlite_file(pair, scripted_llm_server):
+    a, _ = pair
+    scripted_llm_server.reset()
+
+    def child(body: dict[str, Any]) -> Reply:
+        task = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
+        return Reply(text=f"found {task.split()[-1]}", delay=1.0)
+
+    scripted_llm_server.script(
+        "scripted",
+        [
+            Reply(tool_calls=[ToolCall("agent", {"task": ["look at a", "look at b", "look at c"]})]),
+            child,
+            child,
+            child,
+            "merged",
+        ],
+    )
+    trace_id = start(a, "explore three ways")
+    trace = finished(a, trace_id)
+    assert trace["status"] == "completed", trace
+    assert sorted(s["status"] for s in trace["sub_traces"]) == ["completed"] * 3
+    messages = a.api("GET", f"/traces/{trace_id}/messages")[1]
+    (result,) = [m for m in messages if m["role"] == "tool" and m["name"] == "agent"]
+    assert all(f"found {x}" in result["content"] for x in "abc")
+    assert result["duration_ms"] < 2000, f"three 1 s children took {result['duration_ms']} ms"
