@@ -19,6 +19,7 @@ urlpatterns = [
     path("traces/<str:trace_id>/messages/<int:sequence>/", traces.message_fragment, name="message"),
     path("traces/<str:trace_id>/run/", traces.trace_run, name="trace-run"),
     path("traces/<str:trace_id>/stop/", traces.trace_stop_view, name="trace-stop"),
+    path("traces/<str:trace_id>/answer/", traces.trace_answer_view, name="trace-answer"),
     path("traces/<str:trace_id>/reflect/", traces.trace_reflect_view, name="trace-reflect"),
     path(
         "traces/<str:trace_id>/approvals/<int:approval_id>/",

@@ -24,7 +24,8 @@ from portal.conversation import branch_tips, conversation, message_tree
 from portal.views.common import refuse
 from traces.approvals import approval_decide, approvals_for
 from traces.goal_tree import GoalTree
-from traces.models import ApprovalStatus, Message, Trace, TraceStatus
+from traces.humans import HUMAN, human_answer
+from traces.models import ApprovalStatus, InboxMessage, Message, Trace, TraceStatus
 from traces.runner import InvalidRun, RunError
 from traces.selectors import trace_events, trace_main_path, trace_messages, traces_visible_to
 from traces.services import trace_continue, trace_reflect, trace_start, trace_stop
@@ -62,6 +63,9 @@ def trace_list(request: HttpRequest) -> HttpResponse:
     query = request.GET.copy()
     query.pop("page", None)
     visible = traces_visible_to(request.user)
+    needing = visible.filter(Q(needs_attention=True) | Q(status=TraceStatus.WAITING))
+    if scope == "top":
+        needing = needing.filter(parent_trace__isnull=True)
     return render(
         request,
         "portal/trace_list.html",
@@ -74,9 +78,7 @@ def trace_list(request: HttpRequest) -> HttpResponse:
             "query": query.urlencode(),
             "statuses": TraceStatus.values,
             "agent_types": sorted({t for t in visible.values_list("agent_type", flat=True).distinct() if t}),
-            "attention_count": visible.filter(
-                Q(needs_attention=True) | Q(status=TraceStatus.WAITING)
-            ).count(),
+            "attention_count": needing.count(),
         },
     )
 
@@ -138,6 +140,9 @@ def trace_detail(request: HttpRequest, trace_id: str) -> HttpResponse:
         "decided": [a for a in approvals if a.status != ApprovalStatus.PENDING],
         "live": trace.status in LIVE_STATUSES,
         "ancestors": _ancestors(trace),
+        "questions": _open_questions(trace),
+        "collaborators": (trace.context or {}).get("collaborators") or [],
+        "inbox": list(InboxMessage.objects.filter(to_trace=trace).order_by("-created_at")[:50]),
     }
     return render(request, "portal/trace_detail.html", context)
 
@@ -150,6 +155,13 @@ def _sub_tree(trace: Trace, depth: int = 0) -> list[tuple[int, Trace]]:
         rows.append((depth, child))
         rows.extend(_sub_tree(child, depth + 1))
     return rows
+
+
+def _open_questions(trace: Trace) -> list[Trace]:
+    """ask_human requests waiting for an answer: this trace itself, or its children."""
+    if trace.agent_type == HUMAN:
+        return [trace] if trace.status == TraceStatus.WAITING else []
+    return list(trace.sub_traces.filter(agent_type=HUMAN, status=TraceStatus.WAITING).order_by("created_at"))
 
 
 def _ancestors(trace: Trace) -> list[Trace]:
@@ -291,3 +303,16 @@ def approval_decide_view(request: HttpRequest, trace_id: str, approval_id: int) 
         edited = " with your edited arguments" if arguments is not None else ""
         messages.success(request, f"{verb} {approval.tool_name}{edited}; the run resumes when nothing waits.")
     return _back(trace_id)
+
+
+@login_required
+@require_POST
+def trace_answer_view(request: HttpRequest, trace_id: str) -> HttpResponse:
+    """Answer an ask_human request (S3); the page to come back to is the asking trace's."""
+    back = request.POST.get("back") or trace_id
+    try:
+        child = human_answer(user=request.user, trace_id=trace_id, answer=request.POST.get("answer", ""))
+    except RunError as exc:
+        return _refused(request, back, exc)
+    messages.success(request, "Answer sent; the asking run resumes with it.")
+    return _back(child.parent_trace_id or child.trace_id)

@@ -33,8 +33,10 @@ def test_load_demo_builds_every_kind_of_trace(settings):
     child = research.sub_traces.get()
     assert research.goals.get(goal_id="1").sub_trace_ids == [child.trace_id]
 
-    waiting = Trace.objects.get(status=TraceStatus.WAITING)
+    waiting = Trace.objects.get(name="Delete merged deployment branches", status=TraceStatus.WAITING)
     assert Approval.objects.get(trace=waiting).status == ApprovalStatus.PENDING
+    asking = Trace.objects.get(name="Schedule the database migration", status=TraceStatus.WAITING)
+    assert asking.sub_traces.get().agent_type == "human"
     assert Trace.objects.filter(needs_attention=True, status=TraceStatus.FAILED).count() == 1
     statuses = set(Experience.objects.values_list("status", flat=True))
     assert statuses == {ExperienceStatus.DRAFT, ExperienceStatus.APPROVED, ExperienceStatus.RETIRED}
@@ -50,5 +52,5 @@ def test_load_demo_refuses_twice_unless_reset():
     with pytest.raises(CommandError, match="--reset"):
         call_command("load_demo")
     call_command("load_demo", reset=True)
-    assert Trace.objects.filter(uid="demo", parent_trace__isnull=True).count() == 5
+    assert Trace.objects.filter(uid="demo", parent_trace__isnull=True).count() == 6
     assert Experience.objects.count() == 5

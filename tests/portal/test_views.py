@@ -411,3 +411,36 @@ def test_live_fragment_of_a_scripted_run(browser_client, integrator, llm, inline
     last = trace.head_sequence
     fragment = client.get(f"/traces/{trace.trace_id}/messages/{last}/").content.decode()
     assert "<strong>done</strong>" in fragment and f'id="m{last}"' in fragment
+
+
+def test_an_ask_human_question_is_answered_on_the_parents_page(browser_client, integrator, monkeypatch):
+    from traces.humans import human_request_create
+
+    parent = make_trace(integrator, status=TraceStatus.WAITING, messages=[("user", "deploy?")])
+    child = human_request_create(
+        parent=parent,
+        trace_id=f"{parent.trace_id}@human-1",
+        goal_id=None,
+        tool_call_id="call_ask",
+        question="Which **region** should I deploy to?",
+        to="expert",
+    )
+    resumed = []
+    monkeypatch.setattr("traces.humans._resume_parent", lambda **kw: resumed.append(kw["parent"].pk))
+    client = browser_client(integrator)
+
+    page = client.get(f"/traces/{parent.trace_id}/").content.decode()
+    assert "The agent asks you" in page and "<strong>region</strong>" in page
+    response = client.post(
+        f"/traces/{child.trace_id}/answer/", {"answer": "eu-west-1", "back": parent.trace_id}, follow=True
+    )
+    assert response.redirect_chain[-1][0] == f"/traces/{parent.trace_id}/"
+    assert "Answer sent" in response.content.decode()
+    child.refresh_from_db()
+    assert (child.status, child.result_summary) == (TraceStatus.COMPLETED, "eu-west-1")
+    assert resumed == [parent.pk]
+
+    again = client.post(
+        f"/traces/{child.trace_id}/answer/", {"answer": "x", "back": parent.trace_id}, follow=True
+    )
+    assert "not waiting for an answer" in again.content.decode()

@@ -2,7 +2,8 @@
 
 Writes rows directly (no model call): a completed trace with a rewind branch,
 goals with stats and a reflection side branch; a trace that delegated to a
-sub-trace; one waiting for an expert's approval; one flagged by loop detection;
+sub-trace; one waiting for an expert's approval, one for an answer (ask_human);
+one flagged by loop detection;
 and experiences in draft, approved and retired. Demo traces carry uid "demo";
 `--reset` replaces them.
 """
@@ -419,6 +420,47 @@ def branch_cleanup(owner: Any, start: datetime) -> Trace:
     return d.finish(TraceStatus.WAITING)
 
 
+def migration_window(owner: Any, start: datetime) -> Trace:
+    """Waiting: the agent asked a human (ask_human) and waits for the answer."""
+    from traces.humans import human_request_create
+
+    d = DemoTrace(
+        owner,
+        start,
+        name="Schedule the database migration",
+        task="Plan the PostgreSQL 15 to 16 migration and pick a maintenance window.",
+    )
+    d.add("system", SYSTEM)
+    d.add("user", d.trace.task, kind="input")
+    d.goal("1", "Pick a maintenance window", status="in_progress")
+    question = "Which window suits the team: **Saturday 02:00-04:00 UTC** or **Sunday 22:00-24:00 UTC**?"
+    call_id = d.call("ask_human", {"question": question, "to": "expert"}, goal="1", tokens=(1020, 45))
+    d.event("sub_trace_started", {"sub_trace_id": f"{d.trace.trace_id}@human-001", "mode": "human"})
+    d.event("waiting", {"reason": "ask_human"})
+    d.trace.current_goal_id = "1"
+    d.trace.context = {
+        "collaborators": [
+            {
+                "name": "expert",
+                "type": "human",
+                "trace_id": f"{d.trace.trace_id}@human-001",
+                "status": "waiting",
+                "summary": "asked: which maintenance window",
+            }
+        ]
+    }
+    trace = d.finish(TraceStatus.WAITING)
+    human_request_create(
+        parent=trace,
+        trace_id=f"{trace.trace_id}@human-001",
+        goal_id="1",
+        tool_call_id=call_id,
+        question=question,
+        to="expert",
+    )
+    return trace
+
+
 def flaky_test(owner: Any, start: datetime) -> Trace:
     """Failed: loop detection saw the same read three times and flagged the trace."""
     d = DemoTrace(
@@ -583,6 +625,7 @@ class Command(BaseCommand):
             competitor_research(user, base + timedelta(hours=1))
             flaky = flaky_test(user, base + timedelta(hours=2))
             stopped_run(user, base + timedelta(hours=3))
+            migration_window(user, base + timedelta(hours=4))
             branch_cleanup(user, base + timedelta(hours=5))
             created = experiences(sales, refs, flaky)
         self.stdout.write(
