@@ -124,3 +124,13 @@ def test_an_expert_answers_in_the_admin_and_the_parent_resumes(
     assert child.status == "completed" and child.context["answered_by"] == "admin"
     assert parent.status == "completed" and "prod" in parent.result_summary
     assert client.get("/admin/traces/inboxmessage/").status_code == 200
+
+
+def test_under_ask_all_a_question_goes_to_the_human_without_an_approval_first(runner, llm, integrator):
+    from traces.models import Approval
+
+    llm.script("scripted", [Reply(tool_calls=[ToolCall("ask_human", {"question": "ok?"})])])
+    result = runner.run_result(user("ask"), RunConfig(owner_id=integrator.pk, confirm_policy="ask-all"))
+
+    assert result.status == "waiting" and not Approval.objects.exists()
+    assert Trace.objects.get(parent_trace_id=result.trace_id).agent_type == "human"

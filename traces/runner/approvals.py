@@ -6,7 +6,8 @@ run or preset names a policy. Policies:
 
 - `auto`: every call runs;
 - `ask-risky`: calls of tools declared `risk="risky"` (bash, write, edit, ...) wait;
-- `ask-all`: every call but the agent's own planning (`goal`) waits.
+- `ask-all`: every call but the agent's own planning (`goal`) and its questions to a
+  human (`ask_human`, already a human's decision) waits.
 
 A call that must wait gets an `Approval` row bound to its tool_call_id and exact
 arguments; the run then ends in status `waiting` (no worker is held). A decision
@@ -27,7 +28,7 @@ from tools.registry import Tool
 from traces.models import Approval, ApprovalStatus, Trace
 
 POLICIES = ("auto", "ask-risky", "ask-all")
-UNGATED_TOOLS = {"goal"}
+UNGATED_TOOLS = {"goal", "ask_human"}
 
 
 @dataclass
