@@ -444,3 +444,17 @@ def test_an_ask_human_question_is_answered_on_the_parents_page(browser_client, i
         f"/traces/{child.trace_id}/answer/", {"answer": "x", "back": parent.trace_id}, follow=True
     )
     assert "not waiting for an answer" in again.content.decode()
+
+
+def test_list_and_detail_queries_do_not_grow_with_rows(browser_client, expert, django_assert_max_num_queries):
+    from django.core.management import call_command
+
+    call_command("load_demo", owner="expert")
+    for index in range(20):
+        make_trace(expert, name=f"extra {index}", messages=[("user", "a"), ("assistant", "b")])
+    client = browser_client(expert)
+    with django_assert_max_num_queries(10):
+        client.get("/")
+    sales = Trace.objects.get(name="Quarterly sales summary")
+    with django_assert_max_num_queries(16):
+        client.get(f"/traces/{sales.trace_id}/")
