@@ -20,16 +20,23 @@ human wait inside a sub-run).
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import json
+import logging
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import connections
+from django.conf import settings
+from django.db import DatabaseError, connections
 from django.utils import timezone
 
 from memory.presets import get_preset
 from traces.goal_tree import GoalTree
 from traces.models import Goal, Trace, TraceStatus
+
+logger = logging.getLogger(__name__)
 
 NO_RECURSION = ("agent", "evaluate", "ask_human")
 TERMINAL = (TraceStatus.COMPLETED, TraceStatus.FAILED, TraceStatus.STOPPED)
@@ -255,6 +262,40 @@ def run_children_concurrently(
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=len(specs), thread_name_prefix="explore") as pool:
         return list(pool.map(one, specs))
+
+
+@contextlib.contextmanager
+def stop_cascade(parent_id: str, child_ids: list[str]) -> Iterator[None]:
+    """While children run, a stop requested on the parent is passed on to them (R5).
+
+    The parent's own run is blocked in the tool meanwhile, so a helper thread
+    (its own connection) polls the parent's flag and flags the children, which
+    stop at their next checkpoint; the parent stops when the tool returns.
+    """
+    from traces.services import trace_request_stop
+
+    done = threading.Event()
+
+    def watch() -> None:
+        try:
+            while not done.wait(settings.AGENT_STOP_POLL_SECONDS):
+                try:
+                    if Trace.objects.filter(pk=parent_id, stop_requested=True).exists():
+                        for child_id in child_ids:
+                            trace_request_stop(trace_id=child_id)
+                        return
+                except DatabaseError as exc:  # a busy database: look again next time
+                    logger.debug("stop cascade of %s: %s", parent_id, exc)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=watch, name="stop-cascade", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join(timeout=5)
 
 
 # --- healing (R6) ---------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 from typing import Any
 
@@ -250,3 +251,30 @@ def test_an_interrupted_agent_call_heals_with_its_sub_trace_id_and_can_be_contin
     assert second.status == "completed"
     child.refresh_from_db()
     assert child.result_summary == "child finished"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_stopping_the_parent_stops_a_running_delegate(llm, workspace_root, settings, children_wait_for_locks):
+    settings.AGENT_STOP_POLL_SECONDS = 0.05
+    runner = AgentRunner()
+    runner.run_result(user("warm up litellm"), RunConfig())
+    llm.reset()
+    llm.script(
+        "scripted",
+        [Reply(tool_calls=[ToolCall("agent", {"task": "slow job"})]), Reply(text="too late", delay=5.0)],
+    )
+    results: list[Any] = []
+    thread = threading.Thread(target=lambda: results.append(runner.run_result(user("delegate"), RunConfig())))
+    started = time.perf_counter()
+    thread.start()
+    deadline = time.monotonic() + 10
+    while len(llm.requests_for("scripted")) < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)  # until the child's model call is in flight
+    parent = Trace.objects.get(parent_trace__isnull=True, task="delegate")
+    assert runner.stop(parent.trace_id)
+    thread.join(timeout=10)
+
+    assert time.perf_counter() - started < 4.0
+    assert results[0].status == "stopped"
+    child = Trace.objects.get(parent_trace_id=parent.trace_id)
+    assert child.status == "stopped"

@@ -146,7 +146,8 @@ def _delegate(
     goal = subtraces.calling_goal(ctx.goal_tree, ctx.goal_id, task)
     goal_id = goal.goal_id if goal is not None else None
     _start(ctx, "delegate", [spec.trace_id], [task], goal_id)
-    outcome = subtraces.run_child(ctx.runner, parent, goal_id, spec, ctx.tool_call_id)
+    with subtraces.stop_cascade(parent.trace_id, [spec.trace_id]):
+        outcome = subtraces.run_child(ctx.runner, parent, goal_id, spec, ctx.tool_call_id)
     _finish(ctx, "delegate", goal, [outcome], [task])
     return _result("delegate", [outcome], [task])
 
@@ -180,7 +181,8 @@ def _explore(
     goal = subtraces.calling_goal(ctx.goal_tree, ctx.goal_id, "Explore: " + "; ".join(tasks))
     goal_id = goal.goal_id if goal is not None else None
     _start(ctx, "explore", [s.trace_id for s in specs], tasks, goal_id)
-    outcomes = subtraces.run_children_concurrently(ctx.runner, parent, goal_id, specs, ctx.tool_call_id)
+    with subtraces.stop_cascade(parent.trace_id, [s.trace_id for s in specs]):
+        outcomes = subtraces.run_children_concurrently(ctx.runner, parent, goal_id, specs, ctx.tool_call_id)
     _finish(ctx, "explore", goal, outcomes, tasks)
     return _result("explore", outcomes, tasks)
 
