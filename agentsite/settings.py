@@ -15,6 +15,10 @@ from django.core.exceptions import ImproperlyConfigured
 
 # litellm fetches its price map from the internet at import unless told otherwise.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+# litellm copies every request's messages after each call to shorten base64 images
+# for its logging callbacks; we configure none, and the copy of a long history
+# costs more than our whole step (bench/README.md). 0 turns the copy off.
+os.environ.setdefault("MAX_BASE64_LENGTH_FOR_LOGGING", "0")
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 

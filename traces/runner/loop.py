@@ -57,6 +57,8 @@ from traces.selectors import trace_main_path
 logger = logging.getLogger(__name__)
 
 ContextHook = Callable[[Trace, GoalTree | None], str | None]
+# Inline tools that are quick and change nothing outside the run (the plan).
+QUICK_INLINE_TOOLS = {"goal"}
 
 
 @dataclass
@@ -680,8 +682,17 @@ class AgentRunner:
         )
         self._add_message(run, message)
         experience_record_citations(trace=run.trace, text=response.content)  # M4: [ex_…] = usage
-        run.store.commit()
+        if not all(self._quick(run, call) for call in calls):
+            # Commit the call before a slow or side-effecting tool runs: watchers see
+            # it, and a crash mid-tool leaves an open call to heal (R6). Quick
+            # read-only rounds commit once, with their results.
+            run.store.commit()
         return message
+
+    def _quick(self, run: _Run, call: dict[str, Any]) -> bool:
+        name = str((call.get("function") or {}).get("name") or "")
+        tool = self.tool_registry.get(name) if name in run.offered else None
+        return tool is None or (tool.read_only and (not tool.inline or tool.name in QUICK_INLINE_TOOLS))
 
     def _execute_calls(
         self, run: _Run, calls: list[dict[str, Any]], message_sequence: int
