@@ -230,6 +230,9 @@ def run_child(
         return ChildOutcome(spec.trace_id, TraceStatus.FAILED, error=str(exc))
     except Exception as exc:  # a child's crash is the parent tool's error, not the parent's end
         return ChildOutcome(spec.trace_id, TraceStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
+    if spec.messages and not spec.existing:
+        # the trace's task is its first user message, which preloaded context took
+        Trace.objects.filter(pk=result.trace_id).update(task=spec.task)
     after = Trace.objects.filter(pk=result.trace_id).first()
     return ChildOutcome(
         result.trace_id,

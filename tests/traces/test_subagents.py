@@ -278,3 +278,59 @@ def test_stopping_the_parent_stops_a_running_delegate(llm, workspace_root, setti
     assert results[0].status == "stopped"
     child = Trace.objects.get(parent_trace_id=parent.trace_id)
     assert child.status == "stopped"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_explore_gives_each_child_its_own_messages_when_given_one_list_per_task(
+    llm, workspace_root, children_wait_for_locks
+):
+    def echo_context(body: dict[str, Any]) -> Reply:
+        texts = [m["content"] for m in body["messages"] if m["role"] == "user"]
+        return Reply(text=f"{texts[-1]} saw {texts[0]}")
+
+    llm.script(
+        "scripted",
+        [
+            Reply(
+                tool_calls=[
+                    ToolCall(
+                        "agent",
+                        {
+                            "task": ["task one", "task two"],
+                            "messages": [
+                                [{"role": "user", "content": "context one"}],
+                                [{"role": "user", "content": "context two"}],
+                            ],
+                        },
+                    )
+                ]
+            ),
+            echo_context,
+            echo_context,
+            Reply(text="merged"),
+        ],
+    )
+    result = AgentRunner().run_result(user("explore"), RunConfig())
+
+    children = {c.task: c.result_summary for c in Trace.objects.filter(parent_trace_id=result.trace_id)}
+    assert children == {"task one": "task one saw context one", "task two": "task two saw context two"}
+
+
+def test_per_task_messages_must_match_the_tasks(runner, llm):
+    llm.script(
+        "scripted",
+        [
+            Reply(
+                tool_calls=[
+                    ToolCall("agent", {"task": ["a", "b"], "messages": [[{"role": "user", "content": "x"}]]})
+                ]
+            ),
+            Reply(text="ok"),
+        ],
+    )
+    result = runner.run_result(user("go"), RunConfig())
+    assert (
+        "one list of messages per task: got 1 lists for 2 tasks"
+        in tool_result(result.trace_id, "agent").content
+    )
+    assert not Trace.objects.filter(parent_trace_id=result.trace_id).exists()

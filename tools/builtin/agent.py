@@ -19,7 +19,7 @@ MAX_EXPLORE = 8
 def agent(
     task: str | list[str],
     ctx: ToolContext,
-    messages: list[dict[str, Any]] | None = None,
+    messages: list[Any] | None = None,
     continue_from: str = "",
     agent_type: str = "",
     skills: list[str] | None = None,
@@ -38,19 +38,26 @@ def agent(
 
     Args:
         task: What to do (delegate), or a list of independent questions to explore in parallel.
-        messages: Optional context messages (OpenAI format) given to the sub-agent(s) before the task.
+        messages: Optional context messages (OpenAI format) given to the sub-agent(s) before the task;
+            with a list of tasks also one list of messages per task.
         continue_from: Id of an earlier sub-trace (or agent://host/trace_id) to resume instead of starting anew.
         agent_type: Preset of the sub-agent (e.g. explore, analyst); default: default for delegate, explore for lists.
         skills: Skills to put into the sub-agent's system prompt (overrides the preset's).
         agent_url: URL of another agent service to run the task on.
     """
+    if isinstance(task, list) and messages and all(isinstance(m, list) for m in messages):
+        if len(messages) != len(task):
+            raise ToolError(f"one list of messages per task: got {len(messages)} lists for {len(task)} tasks")
+        if continue_from or agent_url:
+            raise ToolError("continue_from and agent_url work with one task (a string), not a list")
+        return _explore(ctx, task, [_check_messages(m) for m in messages], agent_type or "explore", skills)
     preloaded = _check_messages(messages)
     if agent_url or remote.is_remote_id(continue_from):
         return _remote(ctx, task, preloaded, continue_from, agent_type, agent_url)
     if isinstance(task, list):
         if continue_from:
             raise ToolError("continue_from works with one task (a string), not a list")
-        return _explore(ctx, task, preloaded, agent_type or "explore", skills)
+        return _explore(ctx, task, [preloaded] * len(task), agent_type or "explore", skills)
     if not isinstance(task, str) or not task.strip():
         raise ToolError("task must be a non-empty string or a list of strings")
     return _delegate(ctx, task, preloaded, continue_from, agent_type or "", skills)
@@ -155,11 +162,12 @@ def _delegate(
 def _explore(
     ctx: ToolContext,
     tasks: list[str],
-    messages: list[dict[str, Any]],
+    messages: list[list[dict[str, Any]]],
     agent_type: str,
     skills: list[str] | None,
 ) -> ToolResult:
-    tasks = [t for t in tasks if isinstance(t, str) and t.strip()]
+    if not all(isinstance(t, str) and t.strip() for t in tasks):
+        raise ToolError("every task of the list must be a non-empty string")
     if not tasks:
         raise ToolError("explore needs at least one non-empty task")
     if len(tasks) > MAX_EXPLORE:
@@ -170,13 +178,13 @@ def _explore(
         ChildSpec(
             subtraces.sub_trace_id(parent.trace_id, "explore", index),
             task,
-            messages,
+            task_messages,
             kind,
             skills,
             name=f"explore {index}: {' '.join(task.split())[:60]}",
             mode="explore",
         )
-        for index, task in enumerate(tasks, start=1)
+        for index, (task, task_messages) in enumerate(zip(tasks, messages, strict=True), start=1)
     ]
     goal = subtraces.calling_goal(ctx.goal_tree, ctx.goal_id, "Explore: " + "; ".join(tasks))
     goal_id = goal.goal_id if goal is not None else None
