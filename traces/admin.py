@@ -135,8 +135,60 @@ class MessageAdmin(admin.ModelAdmin):
     raw_id_fields = ("trace",)
     ordering = ("trace", "sequence")
 
+    actions = ["rewind_here", "regenerate_from_here"]
+
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # messages come from runs; an expert rewinds instead of inserting
+
+    def _one(self, request: HttpRequest, queryset: QuerySet[Message]) -> Message | None:
+        if queryset.count() != 1:
+            self.message_user(request, "Select exactly one message.", messages.ERROR)
+            return None
+        return queryset.get()
+
+    def _continue(self, request: HttpRequest, message: Message, new: list[dict[str, Any]]) -> None:
+        from traces.services import trace_continue
+
+        try:
+            trace_continue(
+                user=request.user, trace_id=message.trace_id, messages=new, after_sequence=message.sequence
+            )
+        except RunError as exc:
+            self.message_user(request, f"{message.trace_id}: {exc}", messages.ERROR)
+            return
+        what = "Rewound" if new else "Regenerating"
+        self.message_user(
+            request,
+            f"{what} trace {message.trace_id} after message {message.sequence}; it runs in a worker.",
+            messages.SUCCESS,
+        )
+
+    @admin.action(description="Rewind at the selected message with new text")
+    def rewind_here(self, request: HttpRequest, queryset: QuerySet[Message]) -> HttpResponse | None:
+        message = self._one(request, queryset)
+        if message is None:
+            return None
+        if request.POST.get("apply"):
+            text = request.POST.get("text", "").strip()
+            if not text:
+                self.message_user(request, "Write the new message to rewind with.", messages.ERROR)
+                return None
+            self._continue(request, message, [{"role": "user", "content": text}])
+            return None
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Rewind",
+            "message": message,
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+            "opts": self.model._meta,
+        }
+        return TemplateResponse(request, "admin/traces/rewind.html", context)
+
+    @admin.action(description="Regenerate from the selected message")
+    def regenerate_from_here(self, request: HttpRequest, queryset: QuerySet[Message]) -> None:
+        message = self._one(request, queryset)
+        if message is not None:
+            self._continue(request, message, [])
 
 
 @admin.register(Goal)

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from tests.scripted_llm import Reply, ToolCall
-from traces.models import Trace
+from traces.models import Message, Trace
 from traces.runner import RunConfig
 
 pytestmark = pytest.mark.django_db
@@ -44,3 +44,49 @@ def test_admin_stop_action_flags_running_traces(expert_client):
     assert response.status_code == 200 and b"Asked 1 running trace" in response.content
     assert Trace.objects.get(pk="t-run").stop_requested
     assert not Trace.objects.get(pk="t-done").stop_requested
+
+
+def test_admin_rewinds_a_trace_at_a_message_with_new_text_and_regenerates(
+    expert_client, runner, llm, inline_worker
+):
+    from traces.selectors import trace_main_path
+
+    llm.script("scripted", ["first answer"])
+    result = runner.run_result([{"role": "user", "content": "hello"}], RunConfig())
+    user_message = Message.objects.get(trace_id=result.trace_id, sequence=2)
+    url = "/admin/traces/message/"
+
+    form = expert_client.post(url, {"action": "rewind_here", "_selected_action": [user_message.pk]})
+    assert form.status_code == 200 and b"Rewind and run" in form.content
+    llm.script("scripted", ["rewound answer"])
+    with inline_worker():
+        done = expert_client.post(
+            url,
+            {
+                "action": "rewind_here",
+                "_selected_action": [user_message.pk],
+                "apply": "1",
+                "text": "say it again",
+            },
+            follow=True,
+        )
+    assert b"Rewound trace" in done.content
+    path = trace_main_path(trace_id=result.trace_id)
+    assert [m.content for m in path if m.role in ("user", "assistant")][-2:] == [
+        "say it again",
+        "rewound answer",
+    ]
+
+    llm.script("scripted", ["regenerated answer"])
+    with inline_worker():
+        expert_client.post(
+            url, {"action": "regenerate_from_here", "_selected_action": [user_message.pk]}, follow=True
+        )
+    path = trace_main_path(trace_id=result.trace_id)
+    assert path[-1].content == "regenerated answer" and path[-1].parent_sequence in (2, path[-2].sequence)
+    assert "say it again" not in [m.content for m in path]  # the rewound branch is off the main path now
+
+    two = expert_client.post(
+        url, {"action": "regenerate_from_here", "_selected_action": [m.pk for m in path[:2]]}, follow=True
+    )
+    assert b"Select exactly one message." in two.content
