@@ -198,3 +198,26 @@ def test_main_path_matches_the_parent_chain_after_many_rewinds(runner, llm):
     assert sequences(trace_main_path(trace_id=trace_id)) == expected[::-1]
     starts = {m.segment_start for m in by_sequence.values()}
     assert 1 < len(starts) < len(by_sequence)  # linear runs share a segment
+
+
+def test_run_yields_each_persisted_message_exactly_once(runner, llm):
+    llm.script(
+        "scripted",
+        [
+            Reply(tool_calls=[ToolCall("list_files", {}), ToolCall("glob", {"pattern": "*"})]),
+            Reply(tool_calls=[ToolCall("list_files", {})]),
+            Reply(text="done"),
+        ],
+    )
+    seen: list[str] = []
+    result = runner.run_result(
+        user("look twice"),
+        RunConfig(),
+        on_event=lambda item: isinstance(item, Message) and seen.append(item.message_id),
+    )
+    stored = list(
+        Message.objects.filter(trace_id=result.trace_id)
+        .order_by("sequence")
+        .values_list("message_id", flat=True)
+    )
+    assert seen == stored

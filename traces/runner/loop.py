@@ -432,6 +432,7 @@ class AgentRunner:
                 if injected is not None:
                     yield injected
             run.store.emit("round_start", {"iteration": iteration})
+            run.fresh.clear()  # everything added so far was yielded where it was made
             request = self._request(run)
             yield from self._prepared_messages(run)  # a compaction's summary and carried tail
             try:
