@@ -323,6 +323,8 @@ class _Heartbeats:
                 due = [store for store, beat in self.active.values() if now - beat >= interval]
             for store in due:
                 self._beat(store, now)
+            if due:
+                connection.close()  # this thread's own connection; beats are seconds apart
 
     def _beat(self, store: RunStore, now: float) -> None:
         try:
