@@ -55,7 +55,9 @@ class Command(BaseCommand):
 
     def _announce(self, host: str, port: int) -> None:
         base = f"http://{host}:{port}"
-        self.stdout.write(f"agentsite at {base}/ — log in at {base}/admin/ as '{DEFAULT_USERNAME}'.")
+        self.stdout.write(
+            f"agentsite at {base}/ — log in as '{DEFAULT_USERNAME}' (the admin is at {base}/admin/)."
+        )
         if settings.AGENT_MODEL:
             self.stdout.write(f"AGENT_MODEL = {settings.AGENT_MODEL}")
         else:
