@@ -100,9 +100,13 @@ class _Run:
     policy: str = "auto"  # confirm gate (G5)
     gated: bool = False  # whether calls must pass the gate (a policy asks, or approvals exist)
 
-    @property
-    def offered(self) -> set[str]:
-        return {t.name for t in self.tools}
+    offered: set[str] = field(init=False)  # names of self.tools
+    tool_schemas: list[dict[str, Any]] = field(init=False)  # what every model request offers
+
+    def __post_init__(self) -> None:
+        # The tools are fixed for the run: derive these once, not at every step.
+        self.offered = {t.name for t in self.tools}
+        self.tool_schemas = [t.schema() for t in self.tools]
 
 
 class AgentRunner:
@@ -491,7 +495,7 @@ class AgentRunner:
             self.llm_call,
             messages,
             model=run.model,
-            tools=[t.schema() for t in run.tools] or None,
+            tools=run.tool_schemas or None,
             params=run.params,
             stream=run.stream,
             on_token=watch,
