@@ -254,24 +254,37 @@ class GoalTree:
     def flush(self, *, all_stats: bool = False) -> None:
         """Write the goals changed since the last flush (one UPDATE per goal).
 
+        Plain per-goal UPDATEs, not `bulk_update`: this runs in step commits,
+        usually for one or two goals, and bulk_update's CASE WHEN expressions
+        cost milliseconds to build. The runner's own commits take
+        `pending_writes` instead and fold them into the step's statement.
+        """
+        writes, due = self.pending_writes(all_stats=all_stats)
+        for goal, values in writes:
+            Goal.objects.filter(pk=goal.pk).update(**values)
+        self.mark_flushed(stats=due)
+
+    def pending_writes(self, *, all_stats: bool = False) -> tuple[list[tuple[Goal, dict[str, Any]]], bool]:
+        """(goal, values) for the goals to write now, and whether their figures are due.
+
         Status and structure changes are written at once; changes of the figures
         alone (every message adds to them) at most every STATS_FLUSH_SECONDS, or
-        when `all_stats` (a run's end). Plain per-goal UPDATEs, not
-        `bulk_update`: this runs in every step's commit, usually for one or two
-        goals, and bulk_update's CASE WHEN expressions cost milliseconds to build.
+        when `all_stats` (a run's end). Call `mark_flushed` once they are written.
         """
-        now = time.monotonic()
-        due = all_stats or now - self._stats_flushed_at >= STATS_FLUSH_SECONDS
+        due = all_stats or time.monotonic() - self._stats_flushed_at >= STATS_FLUSH_SECONDS
         changed = self._dirty | self._stats_dirty if due else self._dirty
+        writes = []
         for goal_id in sorted(changed):
             goal = self.goals.get(goal_id)
-            if goal is None:
-                continue
-            Goal.objects.filter(pk=goal.pk).update(**{f: getattr(goal, f) for f in FLUSHED_FIELDS})
+            if goal is not None:
+                writes.append((goal, {f: getattr(goal, f) for f in FLUSHED_FIELDS}))
+        return writes, due
+
+    def mark_flushed(self, *, stats: bool) -> None:
         self._dirty.clear()
-        if due:
+        if stats:
             self._stats_dirty.clear()
-            self._stats_flushed_at = now
+            self._stats_flushed_at = time.monotonic()
 
     # --- rewind --------------------------------------------------------------
 

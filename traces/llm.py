@@ -156,6 +156,10 @@ def normalize_tool_call_ids(messages: list[dict[str, Any]], model: str) -> list[
 
 
 def _cost(response: Any) -> float | None:
+    hidden = getattr(response, "_hidden_params", None) or {}
+    if "response_cost" in hidden:  # litellm priced the call already (None: no price known)
+        value = hidden["response_cost"]
+        return float(value) if value else None
     import litellm
 
     litellm.suppress_debug_info = True  # no "Provider List" banner for unpriced models

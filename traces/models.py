@@ -105,7 +105,9 @@ class Message(models.Model):
     """One LLM-API message. `parent_sequence` links messages into a tree."""
 
     message_id = models.CharField(max_length=270, primary_key=True)
-    trace = models.ForeignKey(Trace, on_delete=models.CASCADE, related_name="messages")
+    # No index of its own: the (trace, sequence) unique constraint serves lookups
+    # by trace, and every step inserts here (one index fewer to maintain).
+    trace = models.ForeignKey(Trace, on_delete=models.CASCADE, related_name="messages", db_index=False)
     role = models.CharField(
         max_length=10,
         choices=[(r, r) for r in ("system", "user", "assistant", "tool")],
@@ -226,7 +228,8 @@ class Goal(models.Model):
 class TraceEvent(models.Model):
     """Append-only event log of a trace; the source of truth for live streams."""
 
-    trace = models.ForeignKey(Trace, on_delete=models.CASCADE, related_name="events")
+    # Served by the (trace, event_id) unique constraint, as Message.trace.
+    trace = models.ForeignKey(Trace, on_delete=models.CASCADE, related_name="events", db_index=False)
     event_id = models.BigIntegerField()
     type = models.CharField(max_length=40)
     payload = models.JSONField(default=dict, blank=True)

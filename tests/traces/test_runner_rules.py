@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 import pytest
+from django.db import connection
 
 from tests.scripted_llm import Reply, ToolCall
 from tools.models import ToolContext
@@ -339,3 +340,19 @@ def test_message_events_carry_long_content_cut_short_and_say_so(runner, llm, set
     assert len(tool.content) > 9000
     assert events["tool"]["content_truncated"] and len(events["tool"]["content"]) == 4000
     assert not events["assistant"]["content_truncated"]
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL commits read the stop flag")
+def test_a_busy_run_sees_a_stop_through_its_own_commits(llm, workspace_root, settings):
+    settings.AGENT_STOP_POLL_SECONDS = 3600  # no separate stop poll during this run
+
+    def request_stop(ctx: ToolContext) -> str:
+        """Asks the run to stop, as the API does."""
+        Trace.objects.filter(pk=ctx.trace_id).update(stop_requested=True)
+        return "asked"
+
+    runner = AgentRunner(tool_registry=registry_with(request_stop))
+    llm.script("scripted", [Reply(tool_calls=[ToolCall("request_stop", {})]), Reply(text="never asked")])
+    result = runner.run_result(user("go"), RunConfig())
+    assert result.status == "stopped"
+    assert len(llm.requests_for("scripted")) == 1

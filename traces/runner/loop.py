@@ -850,8 +850,13 @@ class AgentRunner:
     def _stopping(self, run: _Run, *, poll_now: bool = False) -> bool:
         if run.stop_event.is_set():
             return True
+        if run.store.stop_seen:  # read by the last commit (PostgreSQL)
+            run.stop_event.set()
+            return True
         now = time.monotonic()
-        if not poll_now and now - run.last_poll < settings.AGENT_STOP_POLL_SECONDS:
+        # A commit that read the stop flag counts as a poll: a busy run polls for free.
+        last = max(run.last_poll, run.store.polled_at)
+        if not poll_now and now - last < settings.AGENT_STOP_POLL_SECONDS:
             return False
         run.last_poll = now
         if run.store.heartbeat():
