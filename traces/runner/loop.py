@@ -475,8 +475,8 @@ class AgentRunner:
             description="context injection: plan and collaborators",
             goal_id=run.trace.current_goal_id,
         )
+        # Committed with the step (or by the model-call watch if the call is slow).
         self._add_message(run, message)
-        run.store.commit()
         return message
 
     def _call_model(self, run: _Run, messages: list[dict[str, Any]]) -> LLMResponse | None:
