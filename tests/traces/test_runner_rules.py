@@ -7,7 +7,6 @@ import time
 from typing import Any
 
 import pytest
-from django.db import connection
 
 from tests.scripted_llm import Reply, ToolCall
 from tools.models import ToolContext
@@ -342,7 +341,6 @@ def test_message_events_carry_long_content_cut_short_and_say_so(runner, llm, set
     assert not events["assistant"]["content_truncated"]
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL commits read the stop flag")
 def test_a_busy_run_sees_a_stop_through_its_own_commits(llm, workspace_root, settings):
     settings.AGENT_STOP_POLL_SECONDS = 3600  # no separate stop poll during this run
 

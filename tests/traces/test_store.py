@@ -153,8 +153,7 @@ def test_on_postgresql_a_step_commits_in_one_statement(django_assert_num_queries
     assert Goal.objects.get(trace_id="t-store", goal_id=goal.goal_id).status == GoalStatus.IN_PROGRESS
 
 
-@on_postgresql
-def test_on_postgresql_a_commit_reads_the_stop_flag():
+def test_a_commit_reads_the_stop_flag():
     store = claimed_store()
     buffer_messages(store, ["a"])
     store.commit()

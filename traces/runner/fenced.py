@@ -54,6 +54,8 @@ def fenced_write(
     transaction usable, as `transaction.atomic()` would.
     """
     inserts = [(model, rows) for model, rows in inserts if rows]
+    if connection.vendor != "postgresql":
+        return _write_in_transaction(trace_id, token, trace_values, inserts, updates)
     sql = _statement(
         tuple(trace_values),
         tuple(model for model, _ in inserts),
@@ -83,6 +85,61 @@ def _execute(sql: str, params: list[Any]) -> bool | None:
     return None if row is None else bool(row[0])
 
 
+def _write_in_transaction(
+    trace_id: str,
+    token: int,
+    trace_values: dict[str, Any],
+    inserts: Sequence[tuple[type[Model], list[Model]]],
+    updates: Sequence[tuple[Model, dict[str, Any]]],
+) -> bool | None:
+    """SQLite: the same writes in one transaction, fence first (no data-modifying CTEs
+    there). Plain cached SQL and `executemany`: the ORM's compilers cost more than
+    the writes on an in-process database."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        values = [_prep(Trace, name, value) for name, value in trace_values.items()]
+        cursor.execute(_fence_sql(tuple(trace_values)), [*values, trace_id, token])
+        row = cursor.fetchone()
+        if row is None:
+            return None  # nothing written yet: the fence is the first statement
+        for model, rows in inserts:
+            fields = _insert_fields(model)
+            cursor.executemany(
+                _insert_sql(model),
+                [[f.get_db_prep_save(f.pre_save(obj, True), connection) for f in fields] for obj in rows],
+            )
+        for obj, changes in updates:
+            values = [_prep(type(obj), name, value) for name, value in changes.items()]
+            cursor.execute(_update_sql(type(obj), tuple(changes)), [*values, obj.pk])
+        return bool(row[0])
+
+
+@lru_cache(maxsize=64)
+def _fence_sql(trace_columns: tuple[str, ...]) -> str:
+    sets = ", ".join(f"{_column(Trace, name)} = %s" for name in trace_columns)
+    return (
+        f"UPDATE {connection.ops.quote_name(Trace._meta.db_table)} SET {sets} "
+        f"WHERE {_column(Trace, 'trace_id')} = %s AND {_column(Trace, 'run_token')} = %s "
+        f"RETURNING {_column(Trace, 'stop_requested')}"
+    )
+
+
+@lru_cache(maxsize=32)
+def _insert_sql(model: type[Model]) -> str:
+    fields = _insert_fields(model)
+    names = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    marks = ", ".join(["%s"] * len(fields))
+    return f"INSERT INTO {connection.ops.quote_name(model._meta.db_table)} ({names}) VALUES ({marks})"
+
+
+@lru_cache(maxsize=64)
+def _update_sql(model: type[Model], names: tuple[str, ...]) -> str:
+    sets = ", ".join(f"{_column(model, name)} = %s" for name in names)
+    return (
+        f"UPDATE {connection.ops.quote_name(model._meta.db_table)} SET {sets} "
+        f"WHERE {connection.ops.quote_name(model._meta.pk.column)} = %s"
+    )
+
+
 @lru_cache(maxsize=256)
 def _statement(
     trace_columns: tuple[str, ...],
@@ -90,12 +147,7 @@ def _statement(
     update_shapes: tuple[tuple[type[Model], tuple[str, ...]], ...],
 ) -> str:
     ops = connection.ops
-    sets = ", ".join(f"{_column(Trace, name)} = %s" for name in trace_columns)
-    parts = [
-        f"t AS (UPDATE {ops.quote_name(Trace._meta.db_table)} SET {sets} "
-        f"WHERE {_column(Trace, 'trace_id')} = %s AND {_column(Trace, 'run_token')} = %s "
-        f"RETURNING {_column(Trace, 'stop_requested')})"
-    ]
+    parts = [f"t AS ({_fence_sql(trace_columns)})"]
     for index, model in enumerate(insert_models):
         fields = _insert_fields(model)
         names = ", ".join(ops.quote_name(f.column) for f in fields)
@@ -106,12 +158,8 @@ def _statement(
             "WHERE EXISTS (SELECT 1 FROM t))"
         )
     for index, (model, names) in enumerate(update_shapes):
-        sets = ", ".join(f"{_column(model, name)} = %s" for name in names)
-        parts.append(
-            f"u{index} AS (UPDATE {ops.quote_name(model._meta.db_table)} SET {sets} "
-            f"WHERE {ops.quote_name(model._meta.pk.column)} = %s AND EXISTS (SELECT 1 FROM t))"
-        )
-    return f"WITH {', '.join(parts)} SELECT stop_requested FROM t"
+        parts.append(f"u{index} AS ({_update_sql(model, names)} AND EXISTS (SELECT 1 FROM t))")
+    return f"WITH {', '.join(parts)} SELECT {_column(Trace, 'stop_requested')} FROM t"
 
 
 def _column(model: type[Model], name: str) -> str:

@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from traces import events as event_bus
 from traces.goal_tree import GoalTree
-from traces.models import Goal, Message, Trace, TraceEvent, TraceStatus
+from traces.models import Message, Trace, TraceEvent, TraceStatus
 from traces.runner.config import LeaseLost, RunConflict, TraceNotFound
 from traces.runner.fenced import fenced_write
 
@@ -120,7 +120,7 @@ class RunStore:
         # them all (the row may have been made by someone else, e.g. the API).
         self._written: dict[str, Any] = {}
         self._hot: dict[str, Any] = {}  # TRACE_FIELDS as last written (only changes are sent)
-        # The stop flag as the last commit read it, and when (PostgreSQL commits read it).
+        # The stop flag as the last commit read it, and when.
         self.stop_seen = False
         self.polled_at = 0.0
 
@@ -196,9 +196,9 @@ class RunStore:
     def commit(self, *, final: bool = False) -> None:
         """Write buffered rows, changed goals and the trace atomically, fenced by our token.
 
-        On PostgreSQL that is one statement (traces/runner/fenced.py), which also
-        reads the stop flag; elsewhere one transaction. `final` (a run's end) also
-        writes goal figures that are otherwise batched.
+        On PostgreSQL that is one statement, on SQLite one transaction
+        (traces/runner/fenced.py); either also reads the stop flag. `final` (a
+        run's end) also writes goal figures that are otherwise batched.
         """
         trace = self.trace
         now = timezone.now()
@@ -212,29 +212,17 @@ class RunStore:
             if f not in self._written or getattr(trace, f) != self._written[f]
         }
         writes, stats_due = self.goal_tree.pending_writes(all_stats=final) if self.goal_tree else ([], False)
-        if connection.vendor == "postgresql":
-            stop = fenced_write(
-                trace_id=trace.pk,
-                token=self.token,
-                trace_values={**fields, **cold},
-                inserts=[(Message, self._messages), (TraceEvent, self._events)],
-                updates=writes,
-            )
-            if stop is None:
-                raise LeaseLost(f"trace {trace.pk!r} was claimed by another run; stopping this one")
-            self.stop_seen = stop
-            self.polled_at = time.monotonic()
-        else:
-            with transaction.atomic():
-                if self._messages:
-                    Message.objects.bulk_create(self._messages)
-                if self._events:
-                    TraceEvent.objects.bulk_create(self._events)
-                for goal, values in writes:
-                    Goal.objects.filter(pk=goal.pk).update(**values)
-                updated = Trace.objects.filter(pk=trace.pk, run_token=self.token).update(**fields, **cold)
-                if not updated:
-                    raise LeaseLost(f"trace {trace.pk!r} was claimed by another run; stopping this one")
+        stop = fenced_write(
+            trace_id=trace.pk,
+            token=self.token,
+            trace_values={**fields, **cold},
+            inserts=[(Message, self._messages), (TraceEvent, self._events)],
+            updates=writes,
+        )
+        if stop is None:
+            raise LeaseLost(f"trace {trace.pk!r} was claimed by another run; stopping this one")
+        self.stop_seen = stop
+        self.polled_at = time.monotonic()
         if self.goal_tree is not None:
             self.goal_tree.mark_flushed(stats=stats_due)
         if self._events:
