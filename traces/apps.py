@@ -11,7 +11,7 @@ class TracesConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from traces import doorbell, events, llm
+        from traces import checks, doorbell, events, llm  # noqa: F401 (checks registers itself)
 
         llm.register_model_prices()
         events.subscribe(doorbell.ring)

@@ -162,3 +162,15 @@ def test_a_commit_reads_the_stop_flag():
     store.emit("round_start", {"iteration": 1})
     store.commit()
     assert store.stop_seen is True
+
+
+def test_sqlite_older_than_3_35_is_refused_by_a_system_check():
+    from django.core import checks
+
+    from traces.checks import sqlite_version_problem
+
+    assert sqlite_version_problem((3, 31, 1)) == (
+        "SQLite 3.31.1 is too old: agentsite needs 3.35 or newer (UPDATE ... RETURNING)."
+    )
+    assert sqlite_version_problem((3, 40, 1)) is None
+    assert not [e for e in checks.run_checks(databases=["default"]) if e.id == "traces.E001"]

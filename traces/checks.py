@@ -1,0 +1,35 @@
+"""System checks: what the runtime needs of the database it is given."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core import checks
+from django.db import connections
+
+SQLITE_MINIMUM = (3, 35)  # UPDATE ... RETURNING, used by every step's commit
+
+
+@checks.register(checks.Tags.database)
+def sqlite_supports_returning(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    errors: list[checks.CheckMessage] = []
+    for alias in databases or []:
+        connection = connections[alias]
+        if connection.vendor != "sqlite":
+            continue
+        problem = sqlite_version_problem(connection.Database.sqlite_version_info)
+        if problem:
+            hint = "Use a newer SQLite (Debian 12 ships 3.40) or PostgreSQL (DATABASE_URL)."
+            errors.append(checks.Error(problem, hint=hint, id="traces.E001"))
+    return errors
+
+
+def sqlite_version_problem(version: tuple[int, ...]) -> str | None:
+    if tuple(version) >= SQLITE_MINIMUM:
+        return None
+    return (
+        f"SQLite {'.'.join(map(str, version))} is too old: agentsite needs "
+        f"{'.'.join(map(str, SQLITE_MINIMUM))} or newer (UPDATE ... RETURNING)."
+    )
