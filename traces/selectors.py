@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
+from datetime import datetime
+from functools import cache
+from operator import itemgetter
 from typing import Any
 
+from django.db import connection, models
 from django.db.models import QuerySet
+from django.db.models.base import ModelState
+from django.db.models.signals import post_init, pre_init
 
 from traces.models import Goal, Message, Trace, TraceEvent
 
@@ -15,7 +23,7 @@ from traces.models import Goal, Message, Trace, TraceEvent
 # path with three rewinds costs four steps and four index range scans.
 # `parent_sequence < sequence` holds for every stored message (new messages always
 # take last_sequence + 1), so sequences grow along a path and guard against cycles.
-_MAIN_PATH_SQL = """
+_MAIN_PATH_SEGMENTS = """
 WITH RECURSIVE seg(entry, start) AS (
     SELECT m.sequence, COALESCE(m.segment_start, m.sequence)
     FROM traces_message m
@@ -27,10 +35,32 @@ WITH RECURSIVE seg(entry, start) AS (
     JOIN traces_message p ON p.trace_id = %s AND p.sequence = s.parent_sequence
     WHERE s.parent_sequence < s.sequence
 )
-SELECT m.* FROM traces_message m
-JOIN seg ON m.trace_id = %s AND m.sequence BETWEEN seg.start AND seg.entry
-ORDER BY m.sequence
 """
+# Then each segment's messages, by an index range scan per segment. PostgreSQL
+# would flatten a plain join into one pass over the whole trace checked against
+# every segment; the LATERAL subquery, kept a subquery by OFFSET 0, is read per
+# segment. SQLite has no LATERAL and plans the join as range scans by itself.
+# No ORDER BY: segments come newest first, each in order, and merging those few
+# sorted runs in Python is cheaper than the server sorting full rows.
+_MAIN_PATH_ROWS = {
+    "postgresql": """
+SELECT {columns} FROM seg CROSS JOIN LATERAL (
+    SELECT * FROM traces_message
+    WHERE trace_id = %s AND sequence BETWEEN seg.start AND seg.entry
+    OFFSET 0
+) m
+""",
+}
+_MAIN_PATH_ROWS_JOIN = """
+SELECT {columns} FROM seg
+JOIN traces_message m ON m.trace_id = %s AND m.sequence BETWEEN seg.start AND seg.entry
+"""
+
+# Rows hold every Message field, in this order (see _message_columns).
+_MESSAGE_ATTNAMES = [field.attname for field in Message._meta.concrete_fields]
+_SEQUENCE, _CONTENT, _TOOL_CALLS, _CREATED_AT = (
+    _MESSAGE_ATTNAMES.index(name) for name in ("sequence", "content", "tool_calls", "created_at")
+)
 
 
 def trace_main_path(*, trace_id: str, head_sequence: int | None = None) -> list[Message]:
@@ -40,7 +70,78 @@ def trace_main_path(*, trace_id: str, head_sequence: int | None = None) -> list[
     if not head_sequence:
         return []
     params = [trace_id, head_sequence, trace_id, trace_id, trace_id]
-    return list(Message.objects.raw(_MAIN_PATH_SQL, params))
+    with connection.cursor() as cursor:
+        cursor.execute(_main_path_sql(connection.vendor), params)
+        rows = cursor.fetchall()
+    return _messages_from_rows(rows, db=connection.alias)
+
+
+@cache
+def _main_path_sql(vendor: str, columns: str | None = None) -> str:
+    """The main-path query on `vendor`, selecting `columns` (default: every Message field)."""
+    rows = _MAIN_PATH_ROWS.get(vendor, _MAIN_PATH_ROWS_JOIN)
+    return _MAIN_PATH_SEGMENTS + rows.format(columns=columns or _message_columns(vendor))
+
+
+def _message_columns(vendor: str) -> str:
+    """Every Message column, in field order, as `_messages_from_rows` decodes them."""
+    return ", ".join(_message_column(field, vendor) for field in Message._meta.concrete_fields)
+
+
+def _message_column(field: models.Field, vendor: str) -> str:
+    if not isinstance(field, models.DateTimeField):
+        return f"m.{field.column}"
+    # As naive UTC text: the drivers' own conversions (Django's timestamptz loader,
+    # its sqlite3 "datetime" converter) run Python code for every value and cost
+    # several times more than datetime.fromisoformat.
+    if vendor == "postgresql":
+        return f"(m.{field.column} AT TIME ZONE 'UTC')::text"
+    return f"CAST(m.{field.column} AS TEXT)"  # SQLite stores naive UTC text
+
+
+def _json_values(values: list[str | None]) -> list[Any]:
+    """JSON texts (NULL: None) decoded as JSONField does, by one json.loads for them all."""
+    return json.loads("[" + ",".join(["null" if v is None else v for v in values]) + "]")
+
+
+def _utc_datetimes(values: list[str]) -> list[datetime]:
+    """Naive UTC timestamps as text to aware datetimes, as the ORM gives them
+    (USE_TZ, and the connection's time zone is settings.TIME_ZONE, UTC)."""
+    return [datetime.fromisoformat(v + "+00:00") for v in values]
+
+
+def _message_values(rows: list[tuple[Any, ...]]) -> Iterator[dict[str, Any]]:
+    """Each row's field values by attname, the JSON and datetime columns decoded in bulk."""
+    contents = _json_values([row[_CONTENT] for row in rows])
+    tool_calls = _json_values([row[_TOOL_CALLS] for row in rows])
+    created = _utc_datetimes([row[_CREATED_AT] for row in rows])
+    for row, content, calls, created_at in zip(rows, contents, tool_calls, created, strict=True):
+        yield dict(
+            zip(_MESSAGE_ATTNAMES, row, strict=True), content=content, tool_calls=calls, created_at=created_at
+        )
+
+
+def _messages_from_rows(rows: list[tuple[Any, ...]], *, db: str) -> list[Message]:
+    """Message instances, in sequence order, as the ORM loads them from `db` (saving one UPDATEs).
+
+    Fills each instance's __dict__ and state directly, which is what Model.from_db
+    does through Model.__init__ at several times the cost.
+    """
+    rows.sort(key=itemgetter(_SEQUENCE))
+    if pre_init.has_listeners(Message) or post_init.has_listeners(Message):
+        # Someone listens to instance creation: let Model.__init__ send the signals.
+        return [
+            Message.from_db(db, _MESSAGE_ATTNAMES, list(values.values())) for values in _message_values(rows)
+        ]
+    messages = []
+    for values in _message_values(rows):
+        message = Message.__new__(Message)
+        values["_state"] = state = ModelState()
+        state.adding = False
+        state.db = db
+        message.__dict__ = values
+        messages.append(message)
+    return messages
 
 
 def trace_messages(*, trace_id: str) -> QuerySet[Message]:

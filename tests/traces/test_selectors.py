@@ -1,0 +1,157 @@
+"""trace_main_path: the messages it builds from raw rows are the ORM's, field by field."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.db.models.signals import post_init
+from django.test.utils import CaptureQueriesContext
+
+from traces.models import Message, Trace
+from traces.selectors import trace_main_path
+
+pytestmark = pytest.mark.django_db
+
+FIELDS = [field.attname for field in Message._meta.concrete_fields]
+CALL = {"id": "call_1", "type": "function", "function": {"name": "read", "arguments": '{"path": "a.txt"}'}}
+PICTURE = [
+    {"type": "text", "text": "what is in this picture?"},
+    {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo=", "detail": "low"}},
+]
+
+
+def tree_trace(messages: list[dict[str, Any]], *, head: int) -> Trace:
+    """A trace holding `messages` (sequence, parent_sequence, ... each), segments set as RunStore sets them."""
+    trace = Trace.objects.create(trace_id="tree", last_sequence=len(messages), head_sequence=head)
+    starts: dict[int, int] = {}
+    for fields in messages:
+        sequence, parent = fields["sequence"], fields.get("parent_sequence")
+        starts[sequence] = starts[parent] if parent == sequence - 1 else sequence
+        Message.objects.create(
+            message_id=Message.make_id(trace.trace_id, sequence),
+            trace=trace,
+            segment_start=starts[sequence],
+            **fields,
+        )
+    return trace
+
+
+@pytest.fixture
+def branched() -> Trace:
+    """Main path 1-2-3-4-7-8-10; side branches 5-6 (from 4) and 9 (from 8)."""
+    at = datetime(2026, 3, 29, 1, 30, 5, 123456, tzinfo=UTC)
+    return tree_trace(
+        [
+            {"sequence": 1, "role": "system", "content": "Be brief.", "created_at": at},
+            {
+                "sequence": 2,
+                "parent_sequence": 1,
+                "role": "user",
+                "content": PICTURE,
+                "goal_id": "1",
+                "created_at": at + timedelta(microseconds=876544),  # a whole second: no fraction stored
+            },
+            {
+                "sequence": 3,
+                "parent_sequence": 2,
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [CALL],
+                "prompt_tokens": 120,
+                "completion_tokens": 7,
+                "cost": 0.000123,
+                "duration_ms": 840,
+                "finish_reason": "tool_calls",
+                "description": "reads a.txt",
+                "created_at": datetime(2026, 3, 29, 3, 30, 6, 999999, tzinfo=timezone(timedelta(hours=2))),
+            },
+            {
+                "sequence": 4,
+                "parent_sequence": 3,
+                "role": "tool",
+                "content": 'Grüße, 世界 🌍 \u2028 "quoted" \\ back',
+                "tool_call_id": "call_1",
+                "name": "read",
+                "created_at": at + timedelta(seconds=2),
+            },
+            {"sequence": 5, "parent_sequence": 4, "role": "assistant", "content": "abandoned"},
+            {"sequence": 6, "parent_sequence": 5, "role": "user", "content": "abandoned too"},
+            {"sequence": 7, "parent_sequence": 4, "role": "user", "content": "", "kind": "context"},
+            {"sequence": 8, "parent_sequence": 7, "role": "assistant", "content": "[1, 2]"},
+            {"sequence": 9, "parent_sequence": 8, "role": "user", "content": "side"},
+            {
+                "sequence": 10,
+                "parent_sequence": 8,
+                "role": "assistant",
+                "content": "done",
+                "kind": "summary",
+                "created_at": datetime(2299, 12, 31, 23, 59, 59, 1, tzinfo=UTC),
+            },
+        ],
+        head=10,
+    )
+
+
+def test_main_path_messages_equal_orm_loaded_ones_field_by_field(branched, django_assert_num_queries):
+    with django_assert_num_queries(1):
+        path = trace_main_path(trace_id=branched.trace_id, head_sequence=branched.head_sequence)
+
+    assert [m.sequence for m in path] == [1, 2, 3, 4, 7, 8, 10]
+    loaded = {m.sequence: m for m in Message.objects.filter(trace=branched)}
+    for message in path:
+        expected = loaded[message.sequence]
+        for name in FIELDS:
+            value, orm_value = getattr(message, name), getattr(expected, name)
+            assert (value, type(value)) == (orm_value, type(orm_value)), (message.sequence, name)
+        assert message.created_at.tzinfo == expected.created_at.tzinfo
+        assert (message._state.adding, message._state.db) == (False, expected._state.db)
+        assert message.to_llm_dict() == expected.to_llm_dict()
+    by_sequence = {m.sequence: m for m in path}
+    assert by_sequence[2].content == PICTURE
+    assert by_sequence[3].content is None and by_sequence[3].tool_calls == [CALL]
+    assert by_sequence[4].content == 'Grüße, 世界 🌍 \u2028 "quoted" \\ back'
+    assert by_sequence[8].content == "[1, 2]"
+    assert by_sequence[3].created_at == datetime(2026, 3, 29, 1, 30, 6, 999999, tzinfo=UTC)
+
+
+def test_main_path_from_a_side_branch_and_from_nothing(branched):
+    side = trace_main_path(trace_id=branched.trace_id, head_sequence=6)
+    assert [m.sequence for m in side] == [1, 2, 3, 4, 5, 6]
+    assert side[-1].content == "abandoned too"
+    assert trace_main_path(trace_id=branched.trace_id, head_sequence=99) == []
+    Trace.objects.filter(pk=branched.pk).update(head_sequence=0)
+    assert trace_main_path(trace_id=branched.trace_id) == []
+
+
+def test_saving_a_main_path_message_updates_its_row(branched):
+    message = trace_main_path(trace_id=branched.trace_id)[-1]
+    message.description = "edited"
+
+    with CaptureQueriesContext(connection) as queries:
+        message.save()
+
+    assert len(queries.captured_queries) == 1
+    assert queries.captured_queries[0]["sql"].startswith("UPDATE")
+    assert Message.objects.filter(trace=branched).count() == 10
+    assert Message.objects.get(pk=message.pk).description == "edited"
+    assert message.trace == branched
+
+
+def test_main_path_goes_through_model_init_when_someone_listens(branched):
+    seen: list[int] = []
+
+    def record(sender: type[Message], instance: Message, **kwargs: Any) -> None:
+        seen.append(instance.sequence)
+
+    post_init.connect(record, sender=Message)
+    try:
+        path = trace_main_path(trace_id=branched.trace_id)
+    finally:
+        post_init.disconnect(record, sender=Message)
+
+    assert seen == [1, 2, 3, 4, 7, 8, 10]
+    assert path[1].content == PICTURE and not path[1]._state.adding
+    assert path[2].created_at == Message.objects.get(pk=path[2].pk).created_at
