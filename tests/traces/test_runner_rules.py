@@ -354,3 +354,24 @@ def test_a_busy_run_sees_a_stop_through_its_own_commits(llm, workspace_root, set
     result = runner.run_result(user("go"), RunConfig())
     assert result.status == "stopped"
     assert len(llm.requests_for("scripted")) == 1
+
+
+def test_nul_characters_in_tool_output_and_replies_are_stored_as_replacement_characters(llm, workspace_root):
+    # PostgreSQL refuses NUL in text and jsonb; a step carrying one must still commit.
+    def nul_out() -> str:
+        """Returns output with a NUL byte, as `cat` of a binary file would."""
+        return "before\x00after"
+
+    runner = AgentRunner(tool_registry=registry_with(nul_out))
+    llm.script("scripted", [Reply(tool_calls=[ToolCall("nul_out", {})]), Reply(text="done\x00")])
+    result = runner.run_result(user("go\x00"), RunConfig())
+
+    assert result.status == "completed"
+    assert Trace.objects.get(pk=result.trace_id).result_summary == "done\ufffd"
+    contents = list(Message.objects.filter(trace_id=result.trace_id).values_list("content", flat=True))
+    assert "before\ufffdafter" in contents and "done\ufffd" in contents and "go\ufffd" in contents
+    assert not any("\x00" in str(c) for c in contents)
+    sent = llm.requests_for("scripted")[-1].messages
+    assert {"role": "user", "content": "go\ufffd"} in sent  # the model sees what is stored
+    events = TraceEvent.objects.filter(trace_id=result.trace_id, type="message")
+    assert "before\ufffdafter" in [e.payload["content"] for e in events]

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from traces.models import Message, Trace, TraceStatus
 from traces.runner.config import InvalidRun, RunConfig, RunConflict, TraceNotFound
+from traces.runner.fenced import without_nul
 
 ROLES = ("system", "user", "assistant", "tool")
 
@@ -48,7 +49,7 @@ def validate_messages(messages: Any) -> list[dict[str, Any]]:
             raise InvalidRun(f"{where}.tool_calls must be a list")
         clean.append(
             {
-                k: v
+                k: without_nul(v)  # stored as U+FFFD: PostgreSQL refuses NUL in text
                 for k, v in message.items()
                 if k in ("role", "content", "tool_calls", "tool_call_id", "name")
             }

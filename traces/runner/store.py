@@ -27,7 +27,7 @@ from traces import events as event_bus
 from traces.goal_tree import GoalTree
 from traces.models import Message, Trace, TraceEvent, TraceStatus
 from traces.runner.config import LeaseLost, RunConflict, TraceNotFound
-from traces.runner.fenced import fenced_write
+from traces.runner.fenced import fenced_write, without_nul
 
 logger = logging.getLogger(__name__)
 
@@ -133,7 +133,7 @@ class RunStore:
                 trace_id=self.trace.trace_id,
                 event_id=self.trace.last_event_id,
                 type=event_type,
-                payload=payload or {},
+                payload=without_nul(payload or {}),
                 created_at=timezone.now(),
             )
         )
@@ -153,6 +153,8 @@ class RunStore:
         from its `parent_sequence`, but the head and so the main path stay put.
         """
         trace = self.trace
+        for field in ("content", "tool_calls", "description", "name", "tool_call_id"):
+            setattr(message, field, without_nul(getattr(message, field)))
         message.segment_start = self._segment_start(message)
         self._newest = (message.sequence, message.segment_start)
         if move_head:
