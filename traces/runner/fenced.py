@@ -25,7 +25,6 @@ updated values through each field's `get_db_prep_save`, all bound server-side.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from functools import lru_cache
@@ -77,13 +76,18 @@ def fenced_write(
 
 
 def _execute(sql: str, params: list[Any]) -> bool | None:
+    # A server-side-binding psycopg cursor (Django's own binds client-side, which
+    # quotes every value in Python) in Django's wrapper: execute_wrappers, error
+    # translation and query logging (DEBUG, tests counting queries) all apply.
     connection.ensure_connection()
-    started = time.monotonic()
-    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+    raw = psycopg.Cursor(connection.connection)
+    with (
+        connection.make_debug_cursor(raw)
+        if connection.queries_logged
+        else connection.make_cursor(raw) as cursor
+    ):
         cursor.execute(sql, params)
         row = cursor.fetchone()
-    if connection.queries_logged:  # DEBUG, or a test counting queries
-        connection.queries_log.append({"sql": sql, "time": f"{time.monotonic() - started:.3f}"})
     return None if row is None else bool(row[0])
 
 
