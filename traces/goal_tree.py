@@ -17,6 +17,7 @@ from typing import Any
 from django.utils import timezone
 
 from traces.models import Goal, GoalStatus, Trace
+from traces.storable import without_nul
 
 EMPTY_STATS: dict[str, Any] = {
     "message_count": 0,
@@ -137,7 +138,7 @@ class GoalTree:
         after: Goal | None = None,
         goal_type: str = "normal",
     ) -> Goal:
-        description = description.strip()
+        description, reason = without_nul(description.strip()), without_nul(reason)  # PostgreSQL takes no NUL
         if not description:
             raise GoalError("a goal needs a description")
         parent_id = after.parent_id if after is not None else (parent.goal_id if parent else None)

@@ -363,11 +363,18 @@ def test_nul_characters_in_tool_output_and_replies_are_stored_as_replacement_cha
         return "before\x00after"
 
     runner = AgentRunner(tool_registry=registry_with(nul_out))
-    llm.script("scripted", [Reply(tool_calls=[ToolCall("nul_out", {})]), Reply(text="done\x00")])
+    llm.script(
+        "scripted",
+        [
+            Reply(tool_calls=[ToolCall("nul_out", {}), goal_call("add", description="plan\x00")]),
+            Reply(text="done\x00"),
+        ],
+    )
     result = runner.run_result(user("go\x00"), RunConfig())
 
     assert result.status == "completed"
     assert Trace.objects.get(pk=result.trace_id).result_summary == "done\ufffd"
+    assert Goal.objects.filter(trace_id=result.trace_id, description="plan\ufffd").exists()
     contents = list(Message.objects.filter(trace_id=result.trace_id).values_list("content", flat=True))
     assert "before\ufffdafter" in contents and "done\ufffd" in contents and "go\ufffd" in contents
     assert not any("\x00" in str(c) for c in contents)

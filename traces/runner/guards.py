@@ -21,6 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 from traces.llm import LLMError, LLMResponse
+from traces.storable import without_nul
 
 INVALID_TOOL_NAMES = {"", "none", "null", "undefined"}
 _TAGGED = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.S)
@@ -69,6 +70,11 @@ def extract_inline_tool_calls(text: str, offered: set[str]) -> tuple[list[dict[s
 
 
 def normalize_response(response: LLMResponse, offered: set[str]) -> LLMResponse:
+    # No NUL characters past this point (PostgreSQL stores none): tool arguments
+    # reach goals, approvals and files, the text the trace's result.
+    response = replace(
+        response, content=without_nul(response.content), tool_calls=without_nul(response.tool_calls)
+    )
     calls = [
         c
         for c in response.tool_calls

@@ -53,6 +53,7 @@ from traces.runner.prepare import (
 )
 from traces.runner.store import RunStore, trace_claim, worker_identity
 from traces.selectors import trace_main_path
+from traces.storable import without_nul
 
 logger = logging.getLogger(__name__)
 
@@ -417,7 +418,7 @@ class AgentRunner:
         except (LLMError, ModelNotConfigured) as exc:
             logger.info("naming a trace failed: %s", exc)
             return fallback
-        name = " ".join((response.content or "").split()).strip("\"'. ")
+        name = " ".join(without_nul(response.content or "").split()).strip("\"'. ")
         return name[:200] or fallback
 
     # --- phase 3: the loop -------------------------------------------------------

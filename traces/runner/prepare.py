@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from traces.models import Message, Trace, TraceStatus
 from traces.runner.config import InvalidRun, RunConfig, RunConflict, TraceNotFound
-from traces.runner.fenced import without_nul
+from traces.storable import without_nul
 
 ROLES = ("system", "user", "assistant", "tool")
 

@@ -27,7 +27,8 @@ from traces import events as event_bus
 from traces.goal_tree import GoalTree
 from traces.models import Message, Trace, TraceEvent, TraceStatus
 from traces.runner.config import LeaseLost, RunConflict, TraceNotFound
-from traces.runner.fenced import fenced_write, without_nul
+from traces.runner.fenced import fenced_write
+from traces.storable import without_nul
 
 logger = logging.getLogger(__name__)
 
