@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import random
 import re
 import time
@@ -155,11 +156,20 @@ def normalize_tool_call_ids(messages: list[dict[str, Any]], model: str) -> list[
 # --- the call -----------------------------------------------------------------
 
 
+def _known(value: Any) -> float | None:
+    """A cost as stored: None when unknown, zero or not a finite number."""
+    try:
+        cost = float(value) if value else None
+    except (TypeError, ValueError):
+        return None
+    return cost if cost is not None and math.isfinite(cost) else None
+
+
 def _cost(response: Any) -> float | None:
     hidden = getattr(response, "_hidden_params", None) or {}
     if "response_cost" in hidden:  # litellm priced the call already (None: no price known)
         value = hidden["response_cost"]
-        return float(value) if value else None
+        return _known(value)
     import litellm
 
     litellm.suppress_debug_info = True  # no "Provider List" banner for unpriced models
@@ -167,7 +177,7 @@ def _cost(response: Any) -> float | None:
         value = litellm.completion_cost(completion_response=response)
     except Exception:
         return None  # no price known for this model (local endpoints): unknown, not zero
-    return float(value) if value else None
+    return _known(value)
 
 
 def _tool_calls(message: Any) -> list[dict[str, Any]]:

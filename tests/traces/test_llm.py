@@ -374,3 +374,13 @@ def test_anthropic_valid_ids_arrive_unchanged_and_streaming_works(llm: ScriptedL
     assert tokens == ["All ", "read ", "now."]
     assert response.content == "All read now."
     assert response.completion_tokens == request.completion_tokens
+
+
+def test_a_cost_that_is_not_a_finite_number_is_unknown() -> None:
+    from traces.llm import _known
+
+    assert _known(float("nan")) is None
+    assert _known(float("inf")) is None
+    assert _known("not a number") is None
+    assert _known(0) is None  # zero means no price known, as litellm reports it
+    assert _known(0.0125) == 0.0125

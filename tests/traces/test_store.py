@@ -174,3 +174,11 @@ def test_sqlite_older_than_3_35_is_refused_by_a_system_check():
     )
     assert sqlite_version_problem((3, 40, 1)) is None
     assert not [e for e in checks.run_checks(databases=["default"]) if e.id == "traces.E001"]
+
+
+def test_a_message_with_a_nan_cost_is_stored_with_an_unknown_cost():
+    store = claimed_store()
+    [message] = buffer_messages(store, ["priced oddly"])
+    message.cost = float("nan")
+    store.commit()
+    assert Message.objects.get(trace_id="t-store").cost is None

@@ -25,6 +25,7 @@ updated values through each field's `get_db_prep_save`, all bound server-side.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from functools import lru_cache
@@ -203,6 +204,8 @@ def _record_shape(model: type[Model]) -> tuple[tuple[str, str, Callable[[Any], A
         kind = field.get_internal_type()
         if kind == "DateTimeField":
             convert = _iso
+        elif kind == "FloatField":
+            convert = _finite
         elif kind == "JSONField" or kind in _PLAIN:
             convert = _same
         else:
@@ -216,7 +219,6 @@ _PLAIN = {
     "TextField",
     "IntegerField",
     "BigIntegerField",
-    "FloatField",
     "BooleanField",
     "ForeignKey",
 }
@@ -224,6 +226,11 @@ _PLAIN = {
 
 def _same(value: Any) -> Any:
     return value
+
+
+def _finite(value: float | None) -> float | None:
+    # JSON has no NaN or infinity; stored as unknown (NULL), as SQLite stores a NaN.
+    return value if value is None or math.isfinite(value) else None
 
 
 def _iso(value: datetime | None) -> str | None:
