@@ -15,10 +15,24 @@ def without_nul(value: Any) -> Any:
     through bash): the step would fail to commit and the run would crash. Stored
     the same way on every database.
     """
+    return _replaced(value) if _has_nul(value) else value  # clean values are not copied
+
+
+def _has_nul(value: Any) -> bool:
     if isinstance(value, str):
-        return value.replace("\x00", NUL_STAND_IN) if "\x00" in value else value
+        return "\x00" in value
     if isinstance(value, list):
-        return [without_nul(v) for v in value]
+        return any(_has_nul(v) for v in value)
     if isinstance(value, dict):
-        return {without_nul(k): without_nul(v) for k, v in value.items()}
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    return False
+
+
+def _replaced(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.replace("\x00", NUL_STAND_IN)
+    if isinstance(value, list):
+        return [_replaced(v) for v in value]
+    if isinstance(value, dict):
+        return {_replaced(k): _replaced(v) for k, v in value.items()}
     return value

@@ -1,4 +1,4 @@
-"""A run's step written to PostgreSQL in ONE fenced statement.
+"""A run's step written atomically, fenced by its lease token: ONE statement on PostgreSQL.
 
 On PostgreSQL a step's commit is a single round trip instead of five (BEGIN,
 INSERT messages, INSERT events, UPDATE trace, COMMIT):
@@ -20,6 +20,8 @@ an expert asked it to stop, so a busy run needs no separate heartbeat query.
 
 The inserted rows travel as one JSON document (`jsonb_to_recordset`), the
 updated values through each field's `get_db_prep_save`, all bound server-side.
+SQLite has no data-modifying CTEs: there the same writes run in one transaction
+with the fence first (`_write_in_transaction`).
 """
 
 from __future__ import annotations

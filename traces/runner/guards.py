@@ -70,8 +70,9 @@ def extract_inline_tool_calls(text: str, offered: set[str]) -> tuple[list[dict[s
 
 
 def normalize_response(response: LLMResponse, offered: set[str]) -> LLMResponse:
-    # No NUL characters past this point (PostgreSQL stores none): tool arguments
-    # reach goals, approvals and files, the text the trace's result.
+    # No NUL characters past this point (PostgreSQL stores none): the calls that
+    # run, and the approvals that record them, are the calls as stored; the text
+    # becomes the trace's result.
     response = replace(
         response, content=without_nul(response.content), tool_calls=without_nul(response.tool_calls)
     )

@@ -851,7 +851,7 @@ class AgentRunner:
     def _stopping(self, run: _Run, *, poll_now: bool = False) -> bool:
         if run.stop_event.is_set():
             return True
-        if run.store.stop_seen:  # read by the last commit (PostgreSQL)
+        if run.store.stop_seen:  # read by the last commit
             run.stop_event.set()
             return True
         now = time.monotonic()
