@@ -26,7 +26,6 @@ Every compaction is a `compaction` event with what was dropped (C5).
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +38,7 @@ from traces.llm import LLMError
 
 if TYPE_CHECKING:
     from traces.models import Message
+    from traces.selectors import PathMessage
 
 logger = logging.getLogger(__name__)
 
@@ -83,12 +83,24 @@ def estimate_tokens(message: dict[str, Any]) -> int:
         size += 1000 * sum(1 for part in content if isinstance(part, dict) and part.get("type") != "text")
     else:
         size = len(content or "")
-    if message.get("tool_calls"):
-        size += len(json.dumps(message["tool_calls"]))
+    for call in message.get("tool_calls") or ():
+        size += _tool_call_chars(call)
     return size // 4 + 4
 
 
-def info_for(message: Message, data: dict[str, Any]) -> PathInfo:
+def _tool_call_chars(call: Any) -> int:
+    """About len(json.dumps(call)) without serialising it: the envelope's ~73
+    characters plus the id, name and arguments."""
+    if not isinstance(call, dict):
+        return len(str(call))
+    function = call.get("function")
+    if not isinstance(function, dict):
+        return len(str(call))
+    parts = (call.get("id"), function.get("name"), function.get("arguments"))
+    return 73 + sum(len(part) if isinstance(part, str) else len(str(part or "")) for part in parts)
+
+
+def info_for(message: Message | PathMessage, data: dict[str, Any]) -> PathInfo:
     return PathInfo(message.sequence, message.goal_id, message.kind, estimate_tokens(data))
 
 

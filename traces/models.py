@@ -150,16 +150,7 @@ class Message(models.Model):
 
     def to_llm_dict(self) -> dict[str, Any]:
         """The OpenAI-format dict sent to a model."""
-        data: dict[str, Any] = {"role": self.role, "content": self.content}
-        if self.role == "assistant" and self.tool_calls:
-            data["tool_calls"] = self.tool_calls
-            if self.content in ("", None):
-                data["content"] = None
-        if self.role == "tool":
-            data["tool_call_id"] = self.tool_call_id
-            if self.name:
-                data["name"] = self.name
-        return data
+        return llm_dict(self.role, self.content, self.tool_calls, self.tool_call_id, self.name)
 
     @classmethod
     def from_llm_dict(
@@ -183,6 +174,26 @@ class Message(models.Model):
             tool_call_id=d.get("tool_call_id"),
             name=d.get("name") if d["role"] == "tool" else None,
         )
+
+
+def llm_dict(
+    role: str,
+    content: Any,
+    tool_calls: list[dict[str, Any]] | None,
+    tool_call_id: str | None,
+    name: str | None,
+) -> dict[str, Any]:
+    """A stored message's fields as the OpenAI-format dict sent to a model."""
+    data: dict[str, Any] = {"role": role, "content": content}
+    if role == "assistant" and tool_calls:
+        data["tool_calls"] = tool_calls
+        if content in ("", None):
+            data["content"] = None
+    if role == "tool":
+        data["tool_call_id"] = tool_call_id
+        if name:
+            data["name"] = name
+    return data
 
 
 class GoalStatus(models.TextChoices):

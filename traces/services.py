@@ -37,7 +37,7 @@ from traces.llm import ModelNotConfigured, agent_model
 from traces.models import Trace, TraceEvent, TraceStatus
 from traces.runner import InvalidRun, RunConfig, RunConflict, TraceNotFound
 from traces.runner.prepare import new_trace_id, plan_existing, text_of, validate_messages
-from traces.selectors import trace_main_path, traces_visible_to
+from traces.selectors import trace_main_path_for_run, traces_visible_to
 
 RUN_TASK = "traces.tasks.run_trace"
 REFLECT_TASK = "memory.tasks.reflect_trace"
@@ -139,7 +139,7 @@ def trace_continue(
         reserved_token=trace.run_token + 1,
         reserved_from=trace.status,
     )
-    path = trace_main_path(trace_id=trace.trace_id, head_sequence=trace.head_sequence)
+    path = trace_main_path_for_run(trace_id=trace.trace_id, head_sequence=trace.head_sequence)
     plan_existing(trace, path, clean, config, trace.status)
     with transaction.atomic():
         _reserve(trace, config.reserved_token)

@@ -39,7 +39,7 @@ from traces import events as event_bus
 from traces.models import Trace, TraceEvent, TraceStatus
 from traces.runner import InvalidRun, RunConfig
 from traces.runner.prepare import plan_existing, text_of
-from traces.selectors import trace_main_path
+from traces.selectors import trace_main_path_for_run
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +97,7 @@ def trace_recover(*, trace_id: str, token: int, stale_before: datetime) -> str:
     if trace.stop_requested:
         reason = "stop requested; the worker running it had died"
         return "stopped" if _end(trace_id, token, seen, TraceStatus.STOPPED, reason=reason) else "skipped"
-    path = trace_main_path(trace_id=trace_id, head_sequence=trace.head_sequence)
+    path = trace_main_path_for_run(trace_id=trace_id, head_sequence=trace.head_sequence)
     if not path:
         error = "the worker died before the run's first step was saved; start the run again"
         return "failed" if _end(trace_id, token, seen, TraceStatus.FAILED, error=error) else "skipped"

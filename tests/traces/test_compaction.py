@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -239,3 +240,43 @@ def test_a_reflection_side_branch_comes_before_the_summary(runner, llm, settings
     experience = Experience.objects.filter(rule=lesson["rule"]).first()
     assert experience is not None and experience.status == "draft"
     assert experience.evidence["trace_id"] == trace.trace_id
+
+
+@pytest.mark.parametrize(
+    "calls",
+    [
+        [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "read", "arguments": '{"path": "a.txt"}'},
+            }
+        ],
+        [
+            {
+                "id": f"call_{n}",
+                "type": "function",
+                "function": {"name": "bash", "arguments": '{"command": "ls"}'},
+            }
+            for n in range(5)
+        ],
+        [
+            {
+                "id": "x",
+                "type": "function",
+                "function": {"name": "write", "arguments": "{" + '"a": 1, ' * 500 + "}"},
+            }
+        ],
+    ],
+)
+def test_tool_call_estimate_is_the_serialised_size_without_escapes(calls):
+    message = {"role": "assistant", "content": None, "tool_calls": calls}
+    serialised = json.dumps(calls)
+    unescaped = len(serialised) - serialised.count("\\")
+
+    assert unescaped // 4 + 4 - len(calls) <= estimate_tokens(message) <= len(serialised) // 4 + 4
+
+
+def test_tool_call_estimate_takes_malformed_calls():
+    odd = [None, "call", {"id": 3, "function": "bash"}, {"function": {"name": None, "arguments": {"a": 1}}}]
+    assert estimate_tokens({"role": "assistant", "content": "", "tool_calls": odd}) > 4

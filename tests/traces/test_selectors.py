@@ -1,7 +1,8 @@
-"""trace_main_path: the messages it builds from raw rows are the ORM's, field by field."""
+"""trace_main_path and trace_main_path_for_run: what they build from raw rows is the ORM's, field by field."""
 
 from __future__ import annotations
 
+import gc
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -11,7 +12,7 @@ from django.db.models.signals import post_init
 from django.test.utils import CaptureQueriesContext
 
 from traces.models import Message, Trace
-from traces.selectors import trace_main_path
+from traces.selectors import PathMessage, _gc_paused, trace_main_path, trace_main_path_for_run
 
 pytestmark = pytest.mark.django_db
 
@@ -155,3 +156,58 @@ def test_main_path_goes_through_model_init_when_someone_listens(branched):
     assert seen == [1, 2, 3, 4, 7, 8, 10]
     assert path[1].content == PICTURE and not path[1]._state.adding
     assert path[2].created_at == Message.objects.get(pk=path[2].pk).created_at
+
+
+def test_run_path_carries_the_orm_values_of_its_fields(branched, django_assert_num_queries):
+    with django_assert_num_queries(1):
+        path = trace_main_path_for_run(trace_id=branched.trace_id, head_sequence=branched.head_sequence)
+
+    assert [m.sequence for m in path] == [1, 2, 3, 4, 7, 8, 10]
+    loaded = {m.sequence: m for m in Message.objects.filter(trace=branched)}
+    for message in path:
+        assert isinstance(message, PathMessage)
+        expected = loaded[message.sequence]
+        for name in PathMessage._fields:
+            value, orm_value = getattr(message, name), getattr(expected, name)
+            assert (value, type(value)) == (orm_value, type(orm_value)), (message.sequence, name)
+        assert message.created_at.tzinfo == expected.created_at.tzinfo
+        assert message.to_llm_dict() == expected.to_llm_dict()
+    by_sequence = {m.sequence: m for m in path}
+    assert by_sequence[2].content == PICTURE
+    assert by_sequence[3].to_llm_dict() == {"role": "assistant", "content": None, "tool_calls": [CALL]}
+    assert by_sequence[4].to_llm_dict() == {
+        "role": "tool",
+        "content": 'Grüße, 世界 🌍 \u2028 "quoted" \\ back',
+        "tool_call_id": "call_1",
+        "name": "read",
+    }
+    assert by_sequence[10].kind == "summary"
+
+
+def test_run_path_from_a_side_branch_from_the_head_and_from_nothing(branched):
+    side = trace_main_path_for_run(trace_id=branched.trace_id, head_sequence=6)
+    assert [(m.sequence, m.content) for m in side[-2:]] == [(5, "abandoned"), (6, "abandoned too")]
+    assert [m.sequence for m in trace_main_path_for_run(trace_id=branched.trace_id)] == [1, 2, 3, 4, 7, 8, 10]
+    assert trace_main_path_for_run(trace_id=branched.trace_id, head_sequence=99) == []
+    Trace.objects.filter(pk=branched.pk).update(head_sequence=0)
+    assert trace_main_path_for_run(trace_id=branched.trace_id) == []
+
+
+def test_main_path_reads_leave_the_garbage_collector_as_they_found_it(branched):
+    assert gc.isenabled()
+    trace_main_path_for_run(trace_id=branched.trace_id)
+    trace_main_path(trace_id=branched.trace_id)
+    assert gc.isenabled()
+
+    gc.disable()
+    try:
+        trace_main_path_for_run(trace_id=branched.trace_id)
+        trace_main_path(trace_id=branched.trace_id)
+        assert not gc.isenabled()  # someone else's pause is not ended by ours
+    finally:
+        gc.enable()
+
+    with pytest.raises(ZeroDivisionError), _gc_paused():
+        assert not gc.isenabled()
+        1 / 0  # noqa: B018
+    assert gc.isenabled()

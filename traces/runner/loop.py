@@ -52,7 +52,7 @@ from traces.runner.prepare import (
     validate_messages,
 )
 from traces.runner.store import RunStore, trace_claim, worker_identity
-from traces.selectors import trace_main_path
+from traces.selectors import PathMessage, trace_main_path_for_run
 from traces.storable import without_nul
 
 logger = logging.getLogger(__name__)
@@ -322,7 +322,7 @@ class AgentRunner:
         trace = trace_claim(trace_id=trace_id, owner=self.worker_id, reserved_token=config.reserved_token)
         run = self._new_run(trace, config, preset, tools, model)
         try:
-            path = trace_main_path(trace_id=trace.trace_id, head_sequence=trace.head_sequence)
+            path = trace_main_path_for_run(trace_id=trace.trace_id, head_sequence=trace.head_sequence)
             plan = plan_existing(trace, path, messages, config, previous_status)
         except RunError:
             # Refused: give the trace back as it was (the claim cleared these).
@@ -390,7 +390,7 @@ class AgentRunner:
         run.fresh.append(message)
         return message
 
-    def _load_path(self, run: _Run, kept: list[Message]) -> None:
+    def _load_path(self, run: _Run, kept: list[PathMessage]) -> None:
         """The in-memory request history of a loaded main path (read once per run)."""
         last_assistant = max((i for i, m in enumerate(kept) if m.role == "assistant"), default=-1)
         pairs = []

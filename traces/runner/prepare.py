@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from traces.models import Message, Trace, TraceStatus
 from traces.runner.config import InvalidRun, RunConfig, RunConflict, TraceNotFound
+from traces.selectors import PathMessage, trace_main_path_for_run
 from traces.storable import without_nul
 
 ROLES = ("system", "user", "assistant", "tool")
@@ -76,7 +77,7 @@ def new_trace_id() -> str:
 class RunPlan:
     """What a run on an existing trace will do, decided before anything is written."""
 
-    path: list[Message]
+    path: list[PathMessage]
     cut_index: int | None = None  # rewind: keep path[: cut_index + 1]
     requested_after: int | None = None
     pending_calls: list[dict[str, Any]] = field(default_factory=list)
@@ -87,11 +88,11 @@ class RunPlan:
         return self.cut_index is not None and self.cut_index < len(self.path) - 1
 
     @property
-    def kept(self) -> list[Message]:
+    def kept(self) -> list[PathMessage]:
         return self.path if self.cut_index is None else self.path[: self.cut_index + 1]
 
 
-def safe_cut(path: list[Message], index: int) -> int:
+def safe_cut(path: list[PathMessage], index: int) -> int:
     """R3: never cut between an assistant's tool_calls and their results."""
     anchor = index
     while anchor >= 0 and path[anchor].role == "tool":
@@ -105,7 +106,7 @@ def safe_cut(path: list[Message], index: int) -> int:
     return end
 
 
-def open_tool_calls(path: list[Message]) -> list[dict[str, Any]]:
+def open_tool_calls(path: list[PathMessage]) -> list[dict[str, Any]]:
     """Tool calls of the path's last assistant message that have no result after it."""
     index = len(path) - 1
     while index >= 0 and path[index].role == "tool":
@@ -118,7 +119,7 @@ def open_tool_calls(path: list[Message]) -> list[dict[str, Any]]:
 
 def plan_existing(
     trace: Trace,
-    path: list[Message],
+    path: list[PathMessage],
     messages: list[dict[str, Any]],
     config: RunConfig,
     previous_status: str,
@@ -169,7 +170,7 @@ def plan_existing(
     return plan
 
 
-def path_through_summaries(trace: Trace, path: list[Message], after: int) -> list[Message] | None:
+def path_through_summaries(trace: Trace, path: list[PathMessage], after: int) -> list[PathMessage] | None:
     """The original path that a compaction summary on `path` replaced, if it holds `after`.
 
     Each summary's `compaction` event records the head it was written at; the
@@ -177,7 +178,6 @@ def path_through_summaries(trace: Trace, path: list[Message], after: int) -> lis
     in turn, for nested compactions).
     """
     from traces.models import TraceEvent
-    from traces.selectors import trace_main_path
 
     pending, seen = [path], set()
     while pending:
@@ -192,7 +192,7 @@ def path_through_summaries(trace: Trace, path: list[Message], after: int) -> lis
             head = (event.payload or {}).get("previous_head") if event else None
             if not head:
                 continue
-            original = trace_main_path(trace_id=trace.trace_id, head_sequence=head)
+            original = trace_main_path_for_run(trace_id=trace.trace_id, head_sequence=head)
             if any(m.sequence == after for m in original):
                 return original
             pending.append(original)
