@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -248,6 +249,26 @@ AGENT_TOOL_SPILL_PREVIEW = env_int("AGENT_TOOL_SPILL_PREVIEW", 2_000, minimum=10
 # G6: loop detection thresholds (repeats of one pattern).
 AGENT_LOOP_WARNING = env_int("AGENT_LOOP_WARNING", 4, minimum=2)
 AGENT_LOOP_CRITICAL = env_int("AGENT_LOOP_CRITICAL", 8, minimum=3)
+# T3 webfetch: bytes read per page, seconds for a whole fetch (redirects included),
+# and whether loopback/private/link-local targets are allowed (tests, intranets).
+AGENT_WEBFETCH_MAX_BYTES = env_int("AGENT_WEBFETCH_MAX_BYTES", 2 * 1024 * 1024, minimum=1024)
+AGENT_WEBFETCH_TIMEOUT = env_float("AGENT_WEBFETCH_TIMEOUT", 20.0, minimum=0.1)
+AGENT_WEBFETCH_ALLOW_PRIVATE = env_bool("AGENT_WEBFETCH_ALLOW_PRIVATE", False)
+# T3 web_search: "" (off) | "searxng" (AGENT_SEARCH_URL) | dotted path of a callable
+# (query, max_results) -> [{"title", "url", "snippet"}]. The key goes as a bearer token.
+AGENT_SEARCH_BACKEND = env_str("AGENT_SEARCH_BACKEND")
+AGENT_SEARCH_URL = env_str("AGENT_SEARCH_URL")
+AGENT_SEARCH_API_KEY = env_str("AGENT_SEARCH_API_KEY")
+if AGENT_SEARCH_BACKEND not in ("", "searxng") and not re.fullmatch(
+    r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+", AGENT_SEARCH_BACKEND
+):
+    raise ImproperlyConfigured(
+        f"AGENT_SEARCH_BACKEND={AGENT_SEARCH_BACKEND!r}: use searxng or the dotted path of a callable"
+    )
+if AGENT_SEARCH_BACKEND == "searxng" and not re.match(r"https?://", AGENT_SEARCH_URL):
+    raise ImproperlyConfigured(
+        "AGENT_SEARCH_BACKEND=searxng needs AGENT_SEARCH_URL, the http(s) address of the SearXNG instance"
+    )
 
 
 def _remote_agents() -> dict[str, str]:

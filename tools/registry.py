@@ -42,6 +42,12 @@ class Tool:
     # in-memory state (the goal tree) and must share its database connection.
     inline: bool = False
     param_names: list[str] = field(default_factory=list)
+    # Why the tool cannot run on this server (e.g. not configured), or None; an
+    # unavailable tool is not offered to runs.
+    unavailable: Callable[[], str | None] | None = None
+
+    def unavailable_reason(self) -> str | None:
+        return self.unavailable() if self.unavailable is not None else None
 
     def schema(self) -> dict[str, Any]:
         """The OpenAI `tools` entry for this tool."""
@@ -119,6 +125,7 @@ def build_tool(
     read_only: bool = True,
     timeout: float | None = None,
     inline: bool = False,
+    unavailable: Callable[[], str | None] | None = None,
 ) -> Tool:
     if risk not in RISK_LEVELS:
         raise ValueError(f"risk must be one of {RISK_LEVELS}")
@@ -157,6 +164,7 @@ def build_tool(
         is_async=inspect.iscoroutinefunction(func),
         inline=inline,
         param_names=param_names,
+        unavailable=unavailable,
     )
 
 
@@ -185,10 +193,24 @@ class ToolRegistry:
         allowed: Iterable[str] | None = None,
         denied: Iterable[str] | None = None,
     ) -> list[Tool]:
-        """Tools offered to a run: `allowed` (None = all) minus `denied`."""
+        """Tools offered to a run: `allowed` (None = all) minus `denied` and the unavailable."""
         denied_set = set(denied or ())
         names = self.names() if allowed is None else [n for n in allowed if n in self._tools]
-        return [self._tools[n] for n in names if n not in denied_set]
+        return [
+            self._tools[n]
+            for n in names
+            if n not in denied_set and self._tools[n].unavailable_reason() is None
+        ]
+
+    def check_requested(self, names: list[str]) -> None:
+        """ValueError naming the tools in `names` that are unknown or cannot run here."""
+        unknown = [n for n in names if n not in self._tools]
+        if unknown:
+            raise ValueError(f"unknown tool(s): {', '.join(unknown)}; available: {', '.join(self.names())}")
+        for name in names:
+            reason = self._tools[name].unavailable_reason()
+            if reason:
+                raise ValueError(f"tool {name} is not available on this server: {reason}")
 
     def execute(
         self,
@@ -313,6 +335,7 @@ def tool(
     read_only: bool = True,
     timeout: float | None = None,
     inline: bool = False,
+    unavailable: Callable[[], str | None] | None = None,
     registry: ToolRegistry | None = None,
 ) -> Any:
     """Register a function as a tool. Usable bare (`@tool`) or with options."""
@@ -326,6 +349,7 @@ def tool(
             read_only=read_only,
             timeout=timeout,
             inline=inline,
+            unavailable=unavailable,
         )
         (registry or default_registry).register(built)
         f.tool = built  # type: ignore[attr-defined]

@@ -265,10 +265,10 @@ def _check_tools(names: list[str] | None) -> None:
 
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise InvalidRun("tools must be a list of tool names")
-    registry = load_builtin_tools()
-    unknown = [n for n in names if n not in registry]
-    if unknown:
-        raise InvalidRun(f"unknown tool(s): {', '.join(unknown)}; available: {', '.join(registry.names())}")
+    try:
+        load_builtin_tools().check_requested(names)
+    except ValueError as exc:
+        raise InvalidRun(str(exc)) from None
 
 
 def _check_model(model: str | None) -> str:

@@ -12,7 +12,7 @@ import pytest
 from tools.models import ToolContext, ToolResult
 from tools.registry import default_registry
 
-BUILTIN_TOOLS = {"read", "write", "edit", "glob", "grep", "list_files", "bash"}
+BUILTIN_TOOLS = {"read", "write", "edit", "glob", "grep", "list_files", "bash", "webfetch", "web_search"}
 
 for _name in BUILTIN_TOOLS:
     importlib.import_module(f"tools.builtin.{_name}")

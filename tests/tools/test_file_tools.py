@@ -424,6 +424,8 @@ def test_a_tool_not_offered_cannot_execute(run_tool: RunTool, workspace: Path) -
         ("grep", ["pattern"], ["path", "include", "ignore_case"], "safe", True),
         ("list_files", [], ["path", "depth"], "safe", True),
         ("bash", ["command"], ["timeout"], "risky", False),
+        ("webfetch", ["url"], [], "safe", True),
+        ("web_search", ["query"], ["max_results"], "safe", True),
     ],
 )
 def test_tool_schema_has_required_params_and_descriptions(

@@ -328,11 +328,13 @@ def test_nothing_to_run_is_400(api_client, integrator, llm):
         ({"messages": [{"role": "system", "content": "s"}]}, "needs at least one user message"),
         ({"task": "x", "preset": "wizard"}, "unknown preset 'wizard'"),
         ({"task": "x", "tools": ["teleport"]}, "unknown tool(s): teleport"),
+        ({"task": "x", "tools": ["read", "web_search"]}, "tool web_search is not available on this server"),
         ({}, "send either messages or task"),
         ({"task": "x", "messages": []}, "send either messages or task"),
     ],
 )
-def test_bad_start_requests_are_400_with_a_reason(api_client, integrator, llm, body, reason):
+def test_bad_start_requests_are_400_with_a_reason(api_client, integrator, llm, settings, body, reason):
+    settings.AGENT_SEARCH_BACKEND = ""  # web_search cannot run
     response = api_client(integrator).post("/api/traces", body, format="json")
 
     assert response.status_code == 400

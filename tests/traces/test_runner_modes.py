@@ -143,7 +143,8 @@ def test_continuing_a_finished_trace_without_a_message_is_refused(runner, llm):
         runner.run_result([], RunConfig(trace_id=first.trace_id))
 
 
-def test_unknown_trace_and_malformed_messages_are_refused(runner, llm):
+def test_unknown_trace_and_malformed_messages_are_refused(runner, llm, settings):
+    settings.AGENT_SEARCH_BACKEND = ""  # web_search cannot run
     with pytest.raises(TraceNotFound):
         runner.run_result(user("x"), RunConfig(trace_id="nope"))
     with pytest.raises(InvalidRun, match=r"messages\[0\].role"):
@@ -154,6 +155,8 @@ def test_unknown_trace_and_malformed_messages_are_refused(runner, llm):
         runner.run_result(user("x"), RunConfig(agent_type="nonesuch"))
     with pytest.raises(InvalidRun, match="unknown tool"):
         runner.run_result(user("x"), RunConfig(tools=["teleport"]))
+    with pytest.raises(InvalidRun, match="web_search is not available on this server: no search backend"):
+        runner.run_result(user("x"), RunConfig(tools=["web_search"]))
     assert not Trace.objects.exists()
 
 

@@ -223,11 +223,10 @@ class AgentRunner:
 
     def _select_tools(self, config: RunConfig, preset: AgentPreset) -> list[Tool]:
         if config.tools is not None:
-            unknown = [t for t in config.tools if t not in self.tool_registry]
-            if unknown:
-                raise InvalidRun(
-                    f"unknown tool(s): {', '.join(unknown)}; available: {', '.join(self.tool_registry.names())}"
-                )
+            try:
+                self.tool_registry.check_requested(config.tools)
+            except ValueError as exc:
+                raise InvalidRun(str(exc)) from None
             allowed: list[str] | None = config.tools
             if preset.allowed_tools is not None:
                 allowed = [t for t in config.tools if t in preset.allowed_tools]
