@@ -32,6 +32,7 @@ from traces.services import trace_continue, trace_reflect, trace_start, trace_st
 
 PAGE_SIZE = 25
 LIVE_STATUSES = (TraceStatus.RUNNING, TraceStatus.WAITING)
+SHOWN_EVENTS = 300  # the trace page's timeline shows the newest events only
 
 
 def _visible(request: HttpRequest, trace_id: str) -> Trace:
@@ -117,11 +118,14 @@ def trace_detail(request: HttpRequest, trace_id: str) -> HttpResponse:
         viewing = int(request.GET["head"])
         if not Message.objects.filter(trace=trace, sequence=viewing).exists():
             raise Http404("no such message")
-    main_sequences = {m.sequence for m in trace_main_path(trace_id=trace.trace_id, head_sequence=head)}
     path = trace_main_path(trace_id=trace.trace_id, head_sequence=viewing)
+    # Messages that offer rewind / regenerate: only while viewing the main path.
+    main_sequences = {m.sequence for m in path} if viewing == head else set()
     all_messages = list(trace_messages(trace_id=trace.trace_id).defer("tool_calls"))
     tree = GoalTree.load(trace)
-    events = list(trace_events(trace_id=trace.trace_id))
+    events = trace_events(trace_id=trace.trace_id)
+    event_count = events.count()
+    shown_events = list(events.reverse()[:SHOWN_EVENTS])[::-1]  # the newest, oldest first
     approvals = list(approvals_for(user=request.user, trace_id=trace.trace_id))
     context = {
         "trace": trace,
@@ -134,8 +138,9 @@ def trace_detail(request: HttpRequest, trace_id: str) -> HttpResponse:
         "goals": [(d, d.count("."), tree.goal_dict(goal)) for d, goal in tree.walk()],
         "current_goal": trace.current_goal_id,
         "sub_traces": _sub_tree(trace),
-        "events": events[-300:],
-        "event_count": len(events),
+        "events": shown_events,
+        "event_count": event_count,
+        "shown_events": SHOWN_EVENTS,
         "pending": [a for a in approvals if a.status == ApprovalStatus.PENDING],
         "decided": [a for a in approvals if a.status != ApprovalStatus.PENDING],
         "live": trace.status in LIVE_STATUSES,

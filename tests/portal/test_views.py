@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from html.parser import HTMLParser
 
 import pytest
@@ -9,7 +10,7 @@ from django.utils import timezone
 
 from tests.factories import make_trace
 from tests.scripted_llm import Reply, ToolCall
-from traces.models import Approval, ApprovalStatus, Message, Trace, TraceStatus
+from traces.models import Approval, ApprovalStatus, Message, Trace, TraceEvent, TraceStatus
 
 pytestmark = pytest.mark.django_db
 
@@ -458,3 +459,17 @@ def test_list_and_detail_queries_do_not_grow_with_rows(browser_client, expert, d
     sales = Trace.objects.get(name="Quarterly sales summary")
     with django_assert_max_num_queries(16):
         client.get(f"/traces/{sales.trace_id}/")
+
+
+def test_the_timeline_shows_the_newest_events_and_counts_them_all(browser_client, integrator):
+    trace = make_trace(integrator, messages=[("user", "go"), ("assistant", "done")])
+    TraceEvent.objects.bulk_create(
+        TraceEvent(trace=trace, event_id=n, type="round_start" if n < 305 else "final") for n in range(1, 306)
+    )
+
+    page = browser_client(integrator).get(f"/traces/{trace.trace_id}/").content.decode()
+
+    assert "305 events, the last 300 shown" in page
+    timeline = page.split('id="events"')[1].split("</ol>")[0]
+    shown = [int(n) for n in re.findall(r'<span class="mono small muted">(\d+)</span>', timeline)]
+    assert shown == list(range(6, 306))
