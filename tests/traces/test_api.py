@@ -112,6 +112,47 @@ def test_events_since_returns_the_later_events_in_order(api_client, integrator):
     assert rows[0]["payload"] == {"n": 2}
 
 
+def test_events_page_through_a_long_log_with_limit(api_client, integrator):
+    trace = make_trace(integrator)
+    TraceEvent.objects.bulk_create(TraceEvent(trace=trace, event_id=n, type="message") for n in range(1, 8))
+    client, url = api_client(integrator), f"/api/traces/{trace.trace_id}/events"
+
+    pages, since = [], 0
+    while page := [r["event_id"] for r in client.get(url, {"since": since, "limit": 3}).json()]:
+        pages.append(page)
+        since = page[-1]
+
+    assert pages == [[1, 2, 3], [4, 5, 6], [7]]
+    bad = client.get(url, {"limit": 0})
+    assert bad.status_code == 400 and "limit" in bad.json()["error"]
+
+
+def test_messages_page_through_the_main_path_and_all_messages(api_client, integrator):
+    trace = make_trace(
+        integrator, messages=[("user", "a"), ("assistant", "b"), ("user", "c"), ("assistant", "d")]
+    )
+    Message.objects.create(
+        message_id=Message.make_id(trace.trace_id, 5),
+        trace=trace,
+        role="assistant",
+        sequence=5,
+        parent_sequence=3,
+    )  # a side branch off 3; the head stays 4
+    Trace.objects.filter(pk=trace.pk).update(last_sequence=5)
+    client, url = api_client(integrator), f"/api/traces/{trace.trace_id}/messages"
+
+    def sequences(**query):
+        return [m["sequence"] for m in client.get(url, query).json()]
+
+    assert sequences() == [1, 2, 3, 4]
+    assert sequences(after=1, limit=2) == [2, 3]
+    assert sequences(after=3, limit=2) == [4]
+    assert sequences(mode="all", after=3) == [4, 5]
+    assert sequences(mode="all", limit=1) == [1]
+    bad = client.get(url, {"after": -1})
+    assert bad.status_code == 400 and "after" in bad.json()["error"]
+
+
 # --- starting and steering through the worker ----------------------------------------
 
 

@@ -174,7 +174,16 @@ class TraceListQuerySerializer(serializers.Serializer):
 
 class MessagesQuerySerializer(serializers.Serializer):
     mode = serializers.ChoiceField(choices=["main_path", "all"], required=False, default="main_path")
+    after = serializers.IntegerField(
+        required=False, default=0, min_value=0, help_text="only messages with a sequence above this one"
+    )
+    limit = serializers.IntegerField(
+        required=False, default=None, min_value=1, help_text="at most this many messages (default: all)"
+    )
 
 
 class EventsQuerySerializer(serializers.Serializer):
     since = serializers.IntegerField(required=False, default=0, min_value=0)
+    limit = serializers.IntegerField(
+        required=False, default=None, min_value=1, help_text="at most this many events (default: all)"
+    )

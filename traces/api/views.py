@@ -111,14 +111,21 @@ class TraceMessagesView(TraceAPIView):
         responses={200: s.MessageSerializer(many=True), **ERRORS},
     )
     def get(self, request: Request, trace_id: str) -> Response:
-        """The main path (root to head) or every message, side branches included."""
+        """The main path (root to head) or every message, side branches included, by sequence.
+
+        Page through a long trace with `after` (the last sequence you have) and `limit`.
+        """
         query = s.MessagesQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
+        after, limit = query.validated_data["after"], query.validated_data["limit"]
         trace = self.visible_trace(request, trace_id)
         if query.validated_data["mode"] == "all":
-            messages: Any = trace_messages(trace_id=trace.trace_id)
+            messages: Any = trace_messages(trace_id=trace.trace_id).filter(sequence__gt=after)
         else:
-            messages = trace_main_path(trace_id=trace.trace_id, head_sequence=trace.head_sequence)
+            path = trace_main_path(trace_id=trace.trace_id, head_sequence=trace.head_sequence)
+            messages = [m for m in path if m.sequence > after]
+        if limit is not None:
+            messages = messages[:limit]
         return Response(s.MessageSerializer(messages, many=True).data)
 
 
@@ -128,11 +135,16 @@ class TraceEventsView(TraceAPIView):
         responses={200: s.EventSerializer(many=True), **ERRORS},
     )
     def get(self, request: Request, trace_id: str) -> Response:
-        """Events after `since` (an event id), in order: the persisted log the live stream replays."""
+        """Events after `since` (an event id), in order: the persisted log the live stream replays.
+
+        Page through a long log with `limit`, passing the last event id as the next `since`.
+        """
         query = s.EventsQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         trace = self.visible_trace(request, trace_id)
         events = trace_events(trace_id=trace.trace_id, since=query.validated_data["since"])
+        if query.validated_data["limit"] is not None:
+            events = events[: query.validated_data["limit"]]
         return Response(s.EventSerializer(events, many=True).data)
 
 
