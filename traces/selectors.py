@@ -42,20 +42,21 @@ WITH RECURSIVE seg(entry, start) AS (
 # would flatten a plain join into one pass over the whole trace checked against
 # every segment; the LATERAL subquery, kept a subquery by OFFSET 0, is read per
 # segment. SQLite has no LATERAL and plans the join as range scans by itself.
+# `sequence > after` keeps only the path's tail: sequences grow along a path.
 # No ORDER BY: segments come newest first, each in order, and merging those few
 # sorted runs in Python is cheaper than the server sorting full rows.
 _MAIN_PATH_ROWS = {
     "postgresql": """
 SELECT {columns} FROM seg CROSS JOIN LATERAL (
     SELECT * FROM traces_message
-    WHERE trace_id = %s AND sequence BETWEEN seg.start AND seg.entry
+    WHERE trace_id = %s AND sequence BETWEEN seg.start AND seg.entry AND sequence > %s
     OFFSET 0
 ) m
 """,
 }
 _MAIN_PATH_ROWS_JOIN = """
 SELECT {columns} FROM seg
-JOIN traces_message m ON m.trace_id = %s AND m.sequence BETWEEN seg.start AND seg.entry
+JOIN traces_message m ON m.trace_id = %s AND m.sequence BETWEEN seg.start AND seg.entry AND m.sequence > %s
 """
 
 # Rows hold every Message field, in this order (see _message_columns).
@@ -65,10 +66,13 @@ _SEQUENCE, _CONTENT, _TOOL_CALLS, _CREATED_AT = (
 )
 
 
-def trace_main_path(*, trace_id: str, head_sequence: int | None = None) -> list[Message]:
-    """Messages from the root to `head_sequence` (default: the trace's head), in order."""
+def trace_main_path(
+    *, trace_id: str, head_sequence: int | None = None, after_sequence: int = 0
+) -> list[Message]:
+    """Messages from the root to `head_sequence` (default: the trace's head), in order;
+    only those after `after_sequence` when it is given (a page of a long path)."""
     with _gc_paused():
-        rows = _main_path_rows(trace_id, head_sequence, _message_columns(connection.vendor))
+        rows = _main_path_rows(trace_id, head_sequence, _message_columns(connection.vendor), after_sequence)
         return _messages_from_rows(rows, db=connection.alias)
 
 
@@ -139,13 +143,15 @@ def _gc_paused() -> Iterator[None]:
         gc.enable()
 
 
-def _main_path_rows(trace_id: str, head_sequence: int | None, columns: str) -> list[tuple[Any, ...]]:
-    """`columns` of the main path's messages, unordered (see _MAIN_PATH_ROWS)."""
+def _main_path_rows(
+    trace_id: str, head_sequence: int | None, columns: str, after_sequence: int = 0
+) -> list[tuple[Any, ...]]:
+    """`columns` of the main path's messages after `after_sequence`, unordered (see _MAIN_PATH_ROWS)."""
     if head_sequence is None:
         head_sequence = Trace.objects.filter(pk=trace_id).values_list("head_sequence", flat=True).first() or 0
     if not head_sequence:
         return []
-    params = [trace_id, head_sequence, trace_id, trace_id, trace_id]
+    params = [trace_id, head_sequence, trace_id, trace_id, trace_id, after_sequence]
     with connection.cursor() as cursor:
         cursor.execute(_main_path_sql(connection.vendor, columns), params)
         return cursor.fetchall()

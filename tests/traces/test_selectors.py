@@ -211,3 +211,19 @@ def test_main_path_reads_leave_the_garbage_collector_as_they_found_it(branched):
         assert not gc.isenabled()
         1 / 0  # noqa: B018
     assert gc.isenabled()
+
+
+def test_main_path_after_a_sequence_is_the_tail_of_the_path(branched, django_assert_num_queries):
+    with django_assert_num_queries(1):
+        tail = trace_main_path(trace_id=branched.trace_id, head_sequence=10, after_sequence=4)
+
+    assert [m.sequence for m in tail] == [7, 8, 10]
+    assert [m.sequence for m in trace_main_path(trace_id=branched.trace_id, after_sequence=5)] == [7, 8, 10]
+    assert [
+        m.sequence for m in trace_main_path(trace_id=branched.trace_id, head_sequence=6, after_sequence=3)
+    ] == [
+        4,
+        5,
+        6,
+    ]
+    assert trace_main_path(trace_id=branched.trace_id, after_sequence=10) == []

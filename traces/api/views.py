@@ -122,8 +122,9 @@ class TraceMessagesView(TraceAPIView):
         if query.validated_data["mode"] == "all":
             messages: Any = trace_messages(trace_id=trace.trace_id).filter(sequence__gt=after)
         else:
-            path = trace_main_path(trace_id=trace.trace_id, head_sequence=trace.head_sequence)
-            messages = [m for m in path if m.sequence > after]
+            messages = trace_main_path(
+                trace_id=trace.trace_id, head_sequence=trace.head_sequence, after_sequence=after
+            )
         if limit is not None:
             messages = messages[:limit]
         return Response(s.MessageSerializer(messages, many=True).data)
