@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -38,6 +39,20 @@ def tree_trace(messages: list[dict[str, Any]], *, head: int) -> Trace:
             **fields,
         )
     return trace
+
+
+def assert_fields_as_the_orm_loads_them(
+    trace: Trace, path: list[Any], fields: Sequence[str]
+) -> dict[int, Message]:
+    """Each of `fields` of every message on `path` equals the ORM's value, type included; the ORM's messages."""
+    loaded = {m.sequence: m for m in Message.objects.filter(trace=trace)}
+    for message in path:
+        expected = loaded[message.sequence]
+        for name in fields:
+            value, orm_value = getattr(message, name), getattr(expected, name)
+            assert (value, type(value)) == (orm_value, type(orm_value)), (message.sequence, name)
+        assert message.created_at.tzinfo == expected.created_at.tzinfo
+    return loaded
 
 
 @pytest.fixture
@@ -101,13 +116,9 @@ def test_main_path_messages_equal_orm_loaded_ones_field_by_field(branched, djang
         path = trace_main_path(trace_id=branched.trace_id, head_sequence=branched.head_sequence)
 
     assert [m.sequence for m in path] == [1, 2, 3, 4, 7, 8, 10]
-    loaded = {m.sequence: m for m in Message.objects.filter(trace=branched)}
+    loaded = assert_fields_as_the_orm_loads_them(branched, path, FIELDS)
     for message in path:
         expected = loaded[message.sequence]
-        for name in FIELDS:
-            value, orm_value = getattr(message, name), getattr(expected, name)
-            assert (value, type(value)) == (orm_value, type(orm_value)), (message.sequence, name)
-        assert message.created_at.tzinfo == expected.created_at.tzinfo
         assert (message._state.adding, message._state.db) == (False, expected._state.db)
         assert message.to_llm_dict() == expected.to_llm_dict()
     by_sequence = {m.sequence: m for m in path}
@@ -163,15 +174,10 @@ def test_run_path_carries_the_orm_values_of_its_fields(branched, django_assert_n
         path = trace_main_path_for_run(trace_id=branched.trace_id, head_sequence=branched.head_sequence)
 
     assert [m.sequence for m in path] == [1, 2, 3, 4, 7, 8, 10]
-    loaded = {m.sequence: m for m in Message.objects.filter(trace=branched)}
+    assert all(isinstance(message, PathMessage) for message in path)
+    loaded = assert_fields_as_the_orm_loads_them(branched, path, PathMessage._fields)
     for message in path:
-        assert isinstance(message, PathMessage)
-        expected = loaded[message.sequence]
-        for name in PathMessage._fields:
-            value, orm_value = getattr(message, name), getattr(expected, name)
-            assert (value, type(value)) == (orm_value, type(orm_value)), (message.sequence, name)
-        assert message.created_at.tzinfo == expected.created_at.tzinfo
-        assert message.to_llm_dict() == expected.to_llm_dict()
+        assert message.to_llm_dict() == loaded[message.sequence].to_llm_dict()
     by_sequence = {m.sequence: m for m in path}
     assert by_sequence[2].content == PICTURE
     assert by_sequence[3].to_llm_dict() == {"role": "assistant", "content": None, "tool_calls": [CALL]}
