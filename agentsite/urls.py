@@ -6,6 +6,9 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from traces.api.collaboration import A2AMessageWebhookView
 
+# Database outages answer 503 (JSON on the API, a short page elsewhere); other errors 500.
+handler500 = "agentsite.outage.server_error"
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

@@ -14,8 +14,10 @@ with no expiry, on any channel layer:
   ring crosses processes, and the poll (0.5 s) delivers.
 
 Close codes: 4401 not authenticated, 4404 unknown trace or someone else's (as
-the REST API, which answers 404 for both), 4400 bad `since`. Sub-traces are
-watched on their own sockets; their ids are in `GET /api/traces/{id}`.
+the REST API, which answers 404 for both), 4400 bad `since`, 4503 the database
+is unreachable (at connect: traces/api/websocket_auth.py:DatabaseOutageGuard;
+while streaming: here), 1011 any other failure. Sub-traces are watched on their
+own sockets; their ids are in `GET /api/traces/{id}`.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
+from django.db import InterfaceError, OperationalError
 
 from traces.doorbell import group_for
 from traces.events import event_dict
@@ -39,6 +42,7 @@ logger = logging.getLogger(__name__)
 CLOSE_BAD_REQUEST = 4400
 CLOSE_NOT_AUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
+CLOSE_UNAVAILABLE = 4503
 BATCH = 500
 
 
@@ -116,6 +120,9 @@ class TraceWatchConsumer(AsyncJsonWebsocketConsumer):
             await self._stream()
         except asyncio.CancelledError:
             raise
+        except (OperationalError, InterfaceError) as exc:
+            logger.warning("watch of trace %s closed: database unavailable (%s)", self.trace_id, exc)
+            await self.close(code=CLOSE_UNAVAILABLE)
         except Exception:
             # The client reconnects with its last event id and loses nothing.
             logger.exception("watch of trace %s failed", self.trace_id)

@@ -58,7 +58,16 @@ def kill_group(process: subprocess.Popen[bytes], sig: int = signal.SIGKILL) -> N
 class Stack:
     """Databases, Redis, daphne and worker clusters; `stop()` ends everything it started."""
 
-    def __init__(self, *, model_url: str, redis: bool, postgres: bool, workers: int = 2, **env: str) -> None:
+    def __init__(
+        self,
+        *,
+        model_url: str,
+        redis: bool,
+        postgres: bool,
+        workers: int = 2,
+        cluster: bool = True,
+        **env: str,
+    ) -> None:
         self.tmp = Path(tempfile.mkdtemp(prefix="agentsite-e2e-"))
         self.pg: Any = None
         self.redis: subprocess.Popen[bytes] | None = None
@@ -127,7 +136,8 @@ class Stack:
                 "daphne",
             )
             wait_for_port(self.port, self.daphne, "daphne")
-            self.start_cluster()
+            if cluster:
+                self.start_cluster()
         except BaseException:
             self.stop()
             raise

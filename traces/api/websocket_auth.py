@@ -10,10 +10,15 @@ Origins. Browsers always send an Origin header with a WebSocket handshake, and
 only browsers carry ambient cookies, so cross-site WebSocket hijacking is checked
 against ALLOWED_HOSTS whenever an Origin is present; a client without one (an
 integration's script) is not a browser and is let through to authenticate.
+
+Outages. The session, the token and the trace are read from the database at
+connect; when it is unreachable the socket closes with 4503 (as HTTP 503; try again later)
+instead of the handshake failing with an HTTP 500 (DatabaseOutageGuard).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -22,6 +27,11 @@ from channels.db import database_sync_to_async
 from channels.security.websocket import OriginValidator
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
+from django.db import InterfaceError, OperationalError
+
+from traces.consumers import CLOSE_UNAVAILABLE
+
+logger = logging.getLogger(__name__)
 
 TOKEN_PARAM = "token"
 TOKEN_SCHEME = b"token"
@@ -74,6 +84,34 @@ class BrowserOriginValidator(OriginValidator):
         return self.validate_origin(parsed_origin)
 
 
+class DatabaseOutageGuard:
+    """Closes the socket with 4503 when the database is unreachable at connect.
+
+    Wraps the whole stack, so it covers the session and token look-ups as well as
+    the consumer's own reads; the client reconnects later with its `since`.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
+        accepted = False
+
+        async def send_tracking_accept(message: dict[str, Any]) -> None:
+            nonlocal accepted
+            accepted = accepted or message["type"] == "websocket.accept"
+            await send(message)
+
+        try:
+            return await self.app(scope, receive, send_tracking_accept)
+        except (OperationalError, InterfaceError) as exc:
+            logger.warning("WebSocket %s closed: database unavailable (%s)", scope.get("path"), exc)
+            if not accepted:
+                # A close code only reaches the client after the handshake.
+                await send({"type": "websocket.accept"})
+            await send({"type": "websocket.close", "code": CLOSE_UNAVAILABLE})
+
+
 def websocket_auth_stack(app: Any) -> Any:
-    """Origin check, then session auth, then token auth (which overrides the session)."""
-    return BrowserOriginValidator(AuthMiddlewareStack(TokenAuthMiddleware(app)))
+    """Outage guard, origin check, then session auth, then token auth (which overrides the session)."""
+    return DatabaseOutageGuard(BrowserOriginValidator(AuthMiddlewareStack(TokenAuthMiddleware(app))))
