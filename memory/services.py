@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -17,6 +18,8 @@ from traces.models import Trace
 
 CITATION = re.compile(r"\[(ex_\d{3,})\]")
 MEMORY_CONTEXT = "experiences"  # key in Trace.context: tags, retrieved and cited codes
+# Takes a database write and runs it now or later (a run's RunStore.defer).
+Write = Callable[[Callable[[], None]], None]
 
 
 def experience_next_code() -> str:
@@ -108,21 +111,32 @@ def cited_codes(text: str | None) -> list[str]:
     return list(dict.fromkeys(CITATION.findall(text or "")))
 
 
-def experience_record_citations(*, trace: Trace, text: str | None) -> list[str]:
+def experience_record_citations(*, trace: Trace, text: str | None, write: Write | None = None) -> list[str]:
     """Count `[ex_…]` citations in an assistant's text as usage (M4).
 
-    Also notes the codes in `trace.context` (the caller saves the trace row).
+    Notes the codes in `trace.context` at once (the caller saves the trace row)
+    and hands the counter update to `write`: a run passes its store's
+    `RunStore.defer`, so the count lands with the message's fenced commit (once,
+    and not at all for a run that lost its lease). Without `write` it runs now.
     """
     codes = cited_codes(text)
     if not codes:
         return []
     known = list(Experience.objects.filter(code__in=codes).values_list("code", flat=True))
     if known:
-        Experience.objects.filter(code__in=known).update(usage_count=F("usage_count") + 1)
         memory = dict((trace.context or {}).get(MEMORY_CONTEXT) or {})
         memory["cited"] = list(dict.fromkeys([*memory.get("cited", []), *known]))
         trace.context = {**(trace.context or {}), MEMORY_CONTEXT: memory}
+        (write or _now)(lambda: _count_usage(known))
     return known
+
+
+def _count_usage(codes: list[str]) -> None:
+    Experience.objects.filter(code__in=codes).update(usage_count=F("usage_count") + 1)
+
+
+def _now(write: Callable[[], None]) -> None:
+    write()
 
 
 def note_retrieved(trace: Trace, codes: list[str]) -> None:
@@ -132,19 +146,29 @@ def note_retrieved(trace: Trace, codes: list[str]) -> None:
     trace.context = {**(trace.context or {}), MEMORY_CONTEXT: memory}
 
 
-def experience_record_outcome(*, trace: Trace, status: str) -> list[str]:
+def experience_record_outcome(*, trace: Trace, status: str, write: Write | None = None) -> list[str]:
     """A finished run updates the experiences it retrieved (M5), once per trace.
 
     Every retrieved experience counts a run (and a success when the trace
     completed) toward its success_rate; the ones the agent cited also get a
     helpful (completed) or harmful (failed) mark. Stopped runs say nothing.
+    The once-marker goes into `trace.context` at once and the counters to
+    `write` (as in `experience_record_citations`): a run commits both in its
+    final fenced commit, so a crash before it counts nothing and the resumed
+    run counts once.
     """
     memory = dict((trace.context or {}).get(MEMORY_CONTEXT) or {})
     retrieved = memory.get("retrieved") or []
     if status not in ("completed", "failed") or not retrieved or memory.get("outcome"):
         return []
-    success = status == "completed"
     cited = set(memory.get("cited") or [])
+    memory["outcome"] = status
+    trace.context = {**(trace.context or {}), MEMORY_CONTEXT: memory}
+    (write or _now)(lambda: _count_outcome(list(retrieved), cited, success=status == "completed"))
+    return list(retrieved)
+
+
+def _count_outcome(retrieved: list[str], cited: set[str], *, success: bool) -> None:
     with transaction.atomic():
         for experience in Experience.objects.select_for_update().filter(code__in=[*retrieved, *cited]):
             if experience.code in retrieved:
@@ -159,9 +183,6 @@ def experience_record_outcome(*, trace: Trace, status: str) -> list[str]:
             experience.save(
                 update_fields=["outcome_runs", "outcome_successes", "success_rate", "helpful", "harmful"]
             )
-    memory["outcome"] = status
-    trace.context = {**(trace.context or {}), MEMORY_CONTEXT: memory}
-    return list(retrieved)
 
 
 # --- experiences.md ----------------------------------------------------------------

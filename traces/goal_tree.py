@@ -1,7 +1,10 @@
 """GoalTree: the agent's hierarchical plan, held in memory during a run.
 
 Goals are rows of `Goal`; the tree loads them in one query, changes them in
-memory and writes back only what changed (`flush`). The model sees display ids
+memory and writes back only what changed: a run's step commit takes
+`pending_writes` (new goals as inserts, changed ones as updates by their natural
+key) into its fenced statement, so a run that lost its lease writes no goal;
+`flush` writes the same through the ORM for callers outside a run. The model sees display ids
 ("1", "1.2") derived from tree position; storage uses stable internal ids that
 are never reused within a trace, so messages of abandoned branches keep pointing
 at the goal they belonged to.
@@ -63,6 +66,7 @@ class GoalTree:
         self.trace = trace
         self.goals: dict[str, Goal] = {g.goal_id: g for g in goals}
         self.emit: Emit = emit or (lambda _type, _payload: None)
+        self._new: list[Goal] = []  # added since the last flush: inserted with their values then
         self._dirty: set[str] = set()  # status or structure changed: written at the next flush
         self._stats_dirty: set[str] = set()  # only figures changed: written at most every second
         self._stats_flushed_at = time.monotonic()
@@ -148,7 +152,7 @@ class GoalTree:
             position = (after.position + later[0]) / 2 if later else after.position + 1.0
         else:
             position = (siblings[-1].position + 1.0) if siblings else 1.0
-        goal = Goal.objects.create(
+        goal = Goal(
             trace=self.trace,
             goal_id=self._next_internal_id(),
             description=description,
@@ -161,6 +165,7 @@ class GoalTree:
             created_at=timezone.now(),
         )
         self.goals[goal.goal_id] = goal
+        self._new.append(goal)
         self.emit("goal_added", {"goal": self.goal_dict(goal)})
         return goal
 
@@ -253,35 +258,37 @@ class GoalTree:
         self._dirty.add(goal.goal_id)
 
     def flush(self, *, all_stats: bool = False) -> None:
-        """Write the goals changed since the last flush (one UPDATE per goal).
-
-        Plain per-goal UPDATEs, not `bulk_update`: this runs in step commits,
-        usually for one or two goals, and bulk_update's CASE WHEN expressions
-        cost milliseconds to build. The runner's own commits take
-        `pending_writes` instead and fold them into the step's statement.
-        """
-        writes, due = self.pending_writes(all_stats=all_stats)
+        """Write new and changed goals through the ORM (outside a run's commits)."""
+        new, writes, due = self.pending_writes(all_stats=all_stats)
+        Goal.objects.bulk_create(new)
         for goal, values in writes:
-            Goal.objects.filter(pk=goal.pk).update(**values)
+            Goal.objects.filter(trace=self.trace, goal_id=goal.goal_id).update(**values)
         self.mark_flushed(stats=due)
 
-    def pending_writes(self, *, all_stats: bool = False) -> tuple[list[tuple[Goal, dict[str, Any]]], bool]:
-        """(goal, values) for the goals to write now, and whether their figures are due.
+    def pending_writes(
+        self, *, all_stats: bool = False
+    ) -> tuple[list[Goal], list[tuple[Goal, dict[str, Any]]], bool]:
+        """Goals to insert, (goal, values) to update, and whether figures are due.
 
-        Status and structure changes are written at once; changes of the figures
-        alone (every message adds to them) at most every STATS_FLUSH_SECONDS, or
-        when `all_stats` (a run's end). Call `mark_flushed` once they are written.
+        A new goal is inserted with its current values, never also updated in
+        the same write. Status and structure changes are written at once;
+        changes of the figures alone (every message adds to them) at most every
+        STATS_FLUSH_SECONDS, or when `all_stats` (a run's end). Call
+        `mark_flushed` once they are written.
         """
+        new = [goal for goal in self._new if goal.goal_id in self.goals]
+        inserted = {goal.goal_id for goal in new}
         due = all_stats or time.monotonic() - self._stats_flushed_at >= STATS_FLUSH_SECONDS
         changed = self._dirty | self._stats_dirty if due else self._dirty
         writes = []
-        for goal_id in sorted(changed):
+        for goal_id in sorted(changed - inserted):
             goal = self.goals.get(goal_id)
             if goal is not None:
                 writes.append((goal, {f: getattr(goal, f) for f in FLUSHED_FIELDS}))
-        return writes, due
+        return new, writes, due
 
     def mark_flushed(self, *, stats: bool) -> None:
+        self._new.clear()
         self._dirty.clear()
         if stats:
             self._stats_dirty.clear()
@@ -298,8 +305,10 @@ class GoalTree:
     def rebuild_at(self, cutoff: datetime) -> list[str]:
         """R4: keep goals created at or before `cutoff`, drop later ones.
 
-        Kept in_progress goals go back to pending and the focus is cleared.
-        Returns the dropped internal ids.
+        Kept in_progress goals go back to pending (written by the next commit)
+        and the focus is cleared. Returns the dropped internal ids. The caller
+        holds a transaction that ends with the run's fenced commit, so a run that
+        lost its lease deletes nothing either.
         """
         dropped = [gid for gid, g in self.goals.items() if g.created_at > cutoff]
         if dropped:
@@ -311,7 +320,6 @@ class GoalTree:
                 goal.status = GoalStatus.PENDING
                 self._dirty.add(goal.goal_id)
         self.trace.current_goal_id = None
-        self.flush()
         return dropped
 
     # --- views ---------------------------------------------------------------

@@ -35,6 +35,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from memory.services import experience_record_outcome
 from traces import events as event_bus
 from traces.models import Trace, TraceEvent, TraceStatus
 from traces.runner import InvalidRun, RunConfig
@@ -147,6 +148,14 @@ def _reserve_resume(trace: Trace, config: RunConfig) -> bool:
     return True
 
 
+def _record_outcome(trace_id: str, status: str) -> None:
+    """M5 for a run whose worker died after its last step: counted once, with the end
+    (the caller's transaction holds the trace row; the marker stops a second count)."""
+    trace = Trace.objects.only("trace_id", "context").get(pk=trace_id)
+    if experience_record_outcome(trace=trace, status=status):
+        Trace.objects.filter(pk=trace_id).update(context=trace.context)
+
+
 def _end(
     trace_id: str,
     token: int,
@@ -181,6 +190,8 @@ def _end(
             changes["result_summary"] = result
         if not Trace.objects.filter(**match).update(**changes):
             return False
+        if status in (TraceStatus.COMPLETED, TraceStatus.FAILED):
+            _record_outcome(trace_id, status)
         row = Trace.objects.values("head_sequence", "total_tokens", "total_cost").get(pk=trace_id)
         _append_event(
             trace_id,

@@ -10,7 +10,9 @@ run or preset names a policy. Policies:
   human (`ask_human`, already a human's decision) waits.
 
 A call that must wait gets an `Approval` row bound to its tool_call_id and exact
-arguments; the run then ends in status `waiting` (no worker is held). A decision
+arguments, written with its `confirm_required` event through the run's fenced
+commit (a run that lost its lease asks nothing); the run then ends in status
+`waiting` (no worker is held). A decision
 (services.approval_decide) re-queues the trace; the run finds the call still
 open and resumes here: approved calls run (with the expert's edited arguments if
 any), denied ones get a tool result saying so.
@@ -67,14 +69,18 @@ def parse_arguments(arguments: Any) -> Any:
 def gate(
     trace: Trace, call: dict[str, Any], tool: Tool | None, policy: str, message_sequence: int
 ) -> GateDecision:
-    """What to do with one tool call under the confirm gate."""
+    """What to do with one tool call under the confirm gate.
+
+    A new approval comes back unsaved (`created`): the caller stores it through
+    its fence.
+    """
     call_id = str(call.get("id") or "")
     approval = Approval.objects.filter(trace=trace, tool_call_id=call_id).first()
     if approval is None:
         if not needs_approval(tool, policy):
             return GateDecision("execute", call)
         function = call.get("function") or {}
-        approval = Approval.objects.create(
+        approval = Approval(
             trace=trace,
             tool_call_id=call_id,
             message_sequence=message_sequence,

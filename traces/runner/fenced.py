@@ -8,7 +8,8 @@ INSERT messages, INSERT events, UPDATE trace, COMMIT):
          i0 AS (INSERT INTO traces_message (...) SELECT ... FROM jsonb_to_recordset(%s::jsonb) AS r(...)
                 WHERE EXISTS (SELECT 1 FROM t)),
          i1 AS (INSERT INTO traces_traceevent ...),
-         u0 AS (UPDATE traces_goal SET ... WHERE id = %s AND EXISTS (SELECT 1 FROM t))
+         u0 AS (UPDATE traces_goal SET ... WHERE trace_id = %s AND goal_id = %s
+                AND EXISTS (SELECT 1 FROM t))
     SELECT stop_requested FROM t
 
 The fence is the trace UPDATE: it takes the row lock and re-checks `run_token`
@@ -41,6 +42,9 @@ from django.utils import timezone
 from traces.models import Trace
 from traces.storable import without_nul
 
+# (model, natural key {field: value}, {field: new value})
+Update = tuple[type[Model], dict[str, Any], dict[str, Any]]
+
 
 def fenced_write(
     *,
@@ -48,9 +52,13 @@ def fenced_write(
     token: int,
     trace_values: dict[str, Any],
     inserts: Sequence[tuple[type[Model], list[Model]]],
-    updates: Sequence[tuple[Model, dict[str, Any]]] = (),
+    updates: Sequence[Update] = (),
 ) -> bool | None:
     """Write everything if the trace still carries `token`; return its stop flag.
+
+    `updates` are (model, key, values): the row whose fields equal `key` (a
+    natural key, so a row inserted by an earlier commit of this run needs no
+    primary key read back) gets `values`.
 
     Returns None (and writes nothing) when the lease is lost. Inside an
     atomic block it runs in a savepoint, so a database error leaves the outer
@@ -58,21 +66,23 @@ def fenced_write(
     """
     inserts = [(model, rows) for model, rows in inserts if rows]
     trace_values = {name: without_nul(value) for name, value in trace_values.items()}
-    updates = [(obj, {name: without_nul(v) for name, v in values.items()}) for obj, values in updates]
+    updates = [
+        (model, key, {name: without_nul(v) for name, v in values.items()}) for model, key, values in updates
+    ]
     if connection.vendor != "postgresql":
         return _write_in_transaction(trace_id, token, trace_values, inserts, updates)
     sql = _statement(
         tuple(trace_values),
         tuple(model for model, _ in inserts),
-        tuple((type(obj), tuple(values)) for obj, values in updates),
+        tuple((model, tuple(key), tuple(values)) for model, key, values in updates),
     )
     params: list[Any] = [_prep(Trace, name, value) for name, value in trace_values.items()]
     params += [trace_id, token]
     for model, rows in inserts:
         params.append(_records(model, rows))
-    for obj, values in updates:
-        params += [_prep(type(obj), name, value) for name, value in values.items()]
-        params.append(obj.pk)
+    for model, key, values in updates:
+        params += [_prep(model, name, value) for name, value in values.items()]
+        params += [_prep(model, name, value) for name, value in key.items()]
     if connection.in_atomic_block:
         with transaction.atomic():
             return _execute(sql, params)
@@ -100,7 +110,7 @@ def _write_in_transaction(
     token: int,
     trace_values: dict[str, Any],
     inserts: Sequence[tuple[type[Model], list[Model]]],
-    updates: Sequence[tuple[Model, dict[str, Any]]],
+    updates: Sequence[Update],
 ) -> bool | None:
     """SQLite: the same writes in one transaction, fence first (no data-modifying CTEs
     there). Plain cached SQL and `executemany`: the ORM's compilers cost more than
@@ -117,9 +127,10 @@ def _write_in_transaction(
                 _insert_sql(model),
                 [[f.get_db_prep_save(f.pre_save(obj, True), connection) for f in fields] for obj in rows],
             )
-        for obj, changes in updates:
-            values = [_prep(type(obj), name, value) for name, value in changes.items()]
-            cursor.execute(_update_sql(type(obj), tuple(changes)), [*values, obj.pk])
+        for model, key, changes in updates:
+            values = [_prep(model, name, value) for name, value in changes.items()]
+            values += [_prep(model, name, value) for name, value in key.items()]
+            cursor.execute(_update_sql(model, tuple(key), tuple(changes)), values)
         return bool(row[0])
 
 
@@ -142,19 +153,17 @@ def _insert_sql(model: type[Model]) -> str:
 
 
 @lru_cache(maxsize=64)
-def _update_sql(model: type[Model], names: tuple[str, ...]) -> str:
+def _update_sql(model: type[Model], key: tuple[str, ...], names: tuple[str, ...]) -> str:
     sets = ", ".join(f"{_column(model, name)} = %s" for name in names)
-    return (
-        f"UPDATE {connection.ops.quote_name(model._meta.db_table)} SET {sets} "
-        f"WHERE {connection.ops.quote_name(model._meta.pk.column)} = %s"
-    )
+    where = " AND ".join(f"{_column(model, name)} = %s" for name in key)
+    return f"UPDATE {connection.ops.quote_name(model._meta.db_table)} SET {sets} WHERE {where}"
 
 
 @lru_cache(maxsize=256)
 def _statement(
     trace_columns: tuple[str, ...],
     insert_models: tuple[type[Model], ...],
-    update_shapes: tuple[tuple[type[Model], tuple[str, ...]], ...],
+    update_shapes: tuple[tuple[type[Model], tuple[str, ...], tuple[str, ...]], ...],
 ) -> str:
     ops = connection.ops
     parts = [f"t AS ({_fence_sql(trace_columns)})"]
@@ -167,8 +176,8 @@ def _statement(
             f"SELECT {names} FROM jsonb_to_recordset(%s::jsonb) AS r({record}) "
             "WHERE EXISTS (SELECT 1 FROM t))"
         )
-    for index, (model, names) in enumerate(update_shapes):
-        parts.append(f"u{index} AS ({_update_sql(model, names)} AND EXISTS (SELECT 1 FROM t))")
+    for index, (model, key, names) in enumerate(update_shapes):
+        parts.append(f"u{index} AS ({_update_sql(model, key, names)} AND EXISTS (SELECT 1 FROM t))")
     return f"WITH {', '.join(parts)} SELECT {_column(Trace, 'stop_requested')} FROM t"
 
 

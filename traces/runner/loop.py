@@ -686,7 +686,8 @@ class AgentRunner:
             description=describe_assistant(response),
         )
         self._add_message(run, message)
-        experience_record_citations(trace=run.trace, text=response.content)  # M4: [ex_…] = usage
+        # M4: [ex_…] = usage, counted with this message's commit
+        experience_record_citations(trace=run.trace, text=response.content, write=run.store.defer)
         if not all(self._quick(run, call) for call in calls):
             # Commit the call before a slow or side-effecting tool runs: watchers see
             # it, and a crash mid-tool leaves an open call to heal (R6). Quick
@@ -770,7 +771,11 @@ class AgentRunner:
         if approval is None:
             return decision
         if decision.created:
-            run.store.emit("confirm_required", approval_payload(approval))
+            # The approval and its event land through the run's fence, or not at all.
+            with transaction.atomic():
+                approval.save(force_insert=True)
+                run.store.emit("confirm_required", approval_payload(approval))
+                run.store.commit()
         elif decision.action != "wait":
             run.store.emit("confirm_response", approval_payload(approval))
         return decision
@@ -871,7 +876,8 @@ class AgentRunner:
         if result is not None:
             trace.result_summary = result
         trace.error_message = error
-        experience_record_outcome(trace=trace, status=status)  # M5: outcomes feed success_rate
+        # M5: outcomes feed success_rate, counted with the final commit
+        experience_record_outcome(trace=trace, status=status, write=run.store.defer)
         if status == TraceStatus.WAITING:
             trace.completed_at = None
         event = {

@@ -14,7 +14,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from traces import events as event_bus
 from traces.goal_tree import GoalTree
-from traces.models import Message, Trace, TraceEvent, TraceStatus
+from traces.models import Goal, Message, Trace, TraceEvent, TraceStatus
 from traces.runner.config import LeaseLost, RunConflict, TraceNotFound
 from traces.runner.fenced import fenced_write
 from traces.storable import without_nul
@@ -116,6 +116,7 @@ class RunStore:
         self.goal_tree: GoalTree | None = None
         self._messages: list[Message] = []
         self._events: list[TraceEvent] = []
+        self._deferred: list[Callable[[], None]] = []
         self._newest: tuple[int, int] | None = None  # (sequence, segment_start) of the newest message
         # Cold fields as this store last wrote them; empty, so the first commit writes
         # them all (the row may have been made by someone else, e.g. the API).
@@ -138,6 +139,14 @@ class RunStore:
                 created_at=timezone.now(),
             )
         )
+
+    def defer(self, write: Callable[[], None]) -> None:
+        """Run `write` inside the next commit's transaction, after its fence.
+
+        For a run's writes to other tables (experience counters): they land
+        with the step or not at all, and not for a run that lost its lease.
+        """
+        self._deferred.append(write)
 
     @property
     def has_pending_events(self) -> bool:
@@ -214,16 +223,26 @@ class RunStore:
             for f in COLD_FIELDS
             if f not in self._written or getattr(trace, f) != self._written[f]
         }
-        writes, stats_due = self.goal_tree.pending_writes(all_stats=final) if self.goal_tree else ([], False)
-        stop = fenced_write(
-            trace_id=trace.pk,
-            token=self.token,
-            trace_values={**fields, **cold},
-            inserts=[(Message, self._messages), (TraceEvent, self._events)],
-            updates=writes,
+        goals, writes, stats_due = (
+            self.goal_tree.pending_writes(all_stats=final) if self.goal_tree else ([], [], False)
         )
-        if stop is None:
-            raise LeaseLost(f"trace {trace.pk!r} was claimed by another run; stopping this one")
+        # Deferred writes share the fenced commit's transaction; a step without
+        # them stays one statement on PostgreSQL.
+        with transaction.atomic() if self._deferred else contextlib.nullcontext():
+            stop = fenced_write(
+                trace_id=trace.pk,
+                token=self.token,
+                trace_values={**fields, **cold},
+                inserts=[(Message, self._messages), (TraceEvent, self._events), (Goal, goals)],
+                updates=[
+                    (Goal, {"trace": trace.pk, "goal_id": goal.goal_id}, values) for goal, values in writes
+                ],
+            )
+            if stop is None:
+                raise LeaseLost(f"trace {trace.pk!r} was claimed by another run; stopping this one")
+            for write in self._deferred:
+                write()
+        self._deferred = []
         self.stop_seen = stop
         self.polled_at = time.monotonic()
         if self.goal_tree is not None:
