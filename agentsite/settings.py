@@ -237,6 +237,11 @@ if AGENT_CONFIRM_POLICY not in ("auto", "ask-risky", "ask-all"):
     raise ImproperlyConfigured(
         f"AGENT_CONFIRM_POLICY={AGENT_CONFIRM_POLICY!r}: use auto, ask-risky or ask-all"
     )
+# G5: who may approve, deny or edit a waiting tool call: staff (experts) only, or
+# also the trace's owner.
+AGENT_APPROVERS = env_str("AGENT_APPROVERS", "staff")
+if AGENT_APPROVERS not in ("staff", "owner"):
+    raise ImproperlyConfigured(f"AGENT_APPROVERS={AGENT_APPROVERS!r}: use staff or owner")
 # C1-C5: context management. The model's context comes from litellm's model info
 # unless AGENT_CONTEXT_TOKENS says (needed for models litellm does not know);
 # compaction starts above AGENT_COMPACTION_THRESHOLD of it.

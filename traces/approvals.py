@@ -1,7 +1,9 @@
 """Writes on approvals (G5): an expert's decision on a waiting tool call.
 
-The decision binds to one Approval (one tool call of one trace); it is recorded
-with who and when (the audit trail), and once no call of the trace is left
+Experts decide: by default only staff may approve, deny or edit a call;
+`AGENT_APPROVERS=owner` lets the trace's owner decide too (`may_decide`). The
+decision binds to one Approval (one tool call of one trace); it is recorded
+with who, when, the edited arguments and the note (the audit trail), and once no call of the trace is left
 pending, the trace is queued to resume: approved calls run, denied ones get a
 tool result saying so (traces/runner/approvals.py).
 """
@@ -10,12 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
 from traces.models import Approval, ApprovalStatus, Trace, TraceStatus
-from traces.runner import InvalidRun, RunConflict, TraceNotFound
+from traces.runner import InvalidRun, NotAllowed, RunConflict, TraceNotFound
 from traces.selectors import traces_visible_to
 
 DECISIONS = {"approve": ApprovalStatus.APPROVED, "deny": ApprovalStatus.DENIED}
@@ -26,6 +29,15 @@ def approvals_for(*, user: Any, trace_id: str) -> QuerySet[Approval]:
     if trace is None:
         raise TraceNotFound(f"trace {trace_id!r} does not exist")
     return Approval.objects.filter(trace=trace).select_related("decided_by").order_by("requested_at")
+
+
+def may_decide(*, user: Any, trace: Trace) -> bool:
+    """Whether `user` may decide `trace`'s approvals: staff, or its owner when allowed."""
+    if not getattr(user, "is_authenticated", False) or not user.is_active:
+        return False
+    if user.is_staff:
+        return True
+    return settings.AGENT_APPROVERS == "owner" and trace.owner_id == user.pk
 
 
 def approval_decide(
@@ -40,6 +52,7 @@ def approval_decide(
     """Approve (optionally with edited arguments) or deny one waiting call, then resume the trace.
 
     Raises TraceNotFound (404) for a trace or approval `user` cannot see,
+    NotAllowed (403) for a user who may see it but not decide (`may_decide`),
     InvalidRun (400) for a bad decision or arguments, RunConflict (409) when the
     call was already decided.
     """
@@ -52,6 +65,15 @@ def approval_decide(
     approval = approvals_for(user=user, trace_id=trace_id).filter(pk=approval_id).first()
     if approval is None:
         raise TraceNotFound(f"approval {approval_id} of trace {trace_id!r} does not exist")
+    if not may_decide(user=user, trace=approval.trace):
+        raise NotAllowed(
+            "only an expert (a staff user) may decide this call"
+            + (
+                ""
+                if settings.AGENT_APPROVERS == "owner"
+                else "; AGENT_APPROVERS=owner also lets the trace's owner"
+            )
+        )
     with transaction.atomic():
         decided = Approval.objects.filter(pk=approval.pk, status=ApprovalStatus.PENDING).update(
             status=DECISIONS[decision],

@@ -9,13 +9,14 @@ from traces.runner import RunError
 
 PLAIN_STATUS = {
     400: "That could not be done",
+    403: "Not yours to decide",
     404: "Not found",
     409: "Not now: the trace is busy or already decided",
 }
 
 
 def refusal(exc: RunError) -> str:
-    """A service refusal (400/404/409) as a sentence for the expert."""
+    """A service refusal (400/403/404/409) as a sentence for the expert."""
     prefix = PLAIN_STATUS.get(getattr(exc, "status", 400), "That could not be done")
     return f"{prefix}. {exc}"
 

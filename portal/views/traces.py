@@ -22,7 +22,7 @@ from django.views.decorators.http import require_GET, require_POST
 from memory.models import AgentPreset
 from portal.conversation import branch_tips, conversation, message_tree
 from portal.views.common import refuse
-from traces.approvals import approval_decide, approvals_for
+from traces.approvals import approval_decide, approvals_for, may_decide
 from traces.goal_tree import GoalTree
 from traces.humans import HUMAN, human_answer
 from traces.models import ApprovalStatus, InboxMessage, Message, Trace, TraceStatus
@@ -142,6 +142,7 @@ def trace_detail(request: HttpRequest, trace_id: str) -> HttpResponse:
         "event_count": event_count,
         "shown_events": SHOWN_EVENTS,
         "pending": [a for a in approvals if a.status == ApprovalStatus.PENDING],
+        "can_decide": may_decide(user=request.user, trace=trace),
         "decided": [a for a in approvals if a.status != ApprovalStatus.PENDING],
         "live": trace.status in LIVE_STATUSES,
         "ancestors": _ancestors(trace),

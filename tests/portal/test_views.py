@@ -353,9 +353,14 @@ def waiting_trace(owner):
     return trace, approval
 
 
-def test_pending_approval_shows_the_exact_arguments_and_can_be_denied(browser_client, integrator, llm):
+def test_pending_approval_shows_the_exact_arguments_and_can_be_denied(
+    browser_client, integrator, expert, llm
+):
     trace, approval = waiting_trace(integrator)
-    client = browser_client(integrator)
+    owners_page = browser_client(integrator).get(f"/traces/{trace.trace_id}/").content.decode()
+    assert "Waiting for an expert's approval" in owners_page and "rm x" in owners_page
+    assert "approval-decide" not in owners_page and 'value="approve"' not in owners_page
+    client = browser_client(expert)
     page = client.get(f"/traces/{trace.trace_id}/").content.decode()
     assert "Waiting for your approval" in page and "&quot;command&quot;: &quot;rm x&quot;" in page
 
@@ -368,7 +373,7 @@ def test_pending_approval_shows_the_exact_arguments_and_can_be_denied(browser_cl
         ).content.decode()
     assert "Denied bash" in page
     approval.refresh_from_db()
-    assert approval.status == ApprovalStatus.DENIED and approval.decided_by == integrator
+    assert approval.status == ApprovalStatus.DENIED and approval.decided_by == expert
     assert approval.decision_note == "not today"
 
     again = client.post(
@@ -377,10 +382,12 @@ def test_pending_approval_shows_the_exact_arguments_and_can_be_denied(browser_cl
     assert "already decided" in again.content.decode()
 
 
-def test_approve_with_edited_arguments_resumes_the_run(browser_client, integrator, llm, inline_worker):
+def test_approve_with_edited_arguments_resumes_the_run(
+    browser_client, integrator, expert, llm, inline_worker
+):
     trace, approval = waiting_trace(integrator)
     with inline_worker():
-        page = browser_client(integrator).post(
+        page = browser_client(expert).post(
             f"/traces/{trace.trace_id}/approvals/{approval.pk}/",
             {"decision": "approve", "arguments": '{"command": "echo safe"}', "edited": "1"},
             follow=True,
@@ -391,9 +398,9 @@ def test_approve_with_edited_arguments_resumes_the_run(browser_client, integrato
     assert approval.edited_arguments == {"command": "echo safe"}
 
 
-def test_edited_arguments_that_are_not_json_are_refused(browser_client, integrator):
+def test_edited_arguments_that_are_not_json_are_refused(browser_client, integrator, expert):
     trace, approval = waiting_trace(integrator)
-    page = browser_client(integrator).post(
+    page = browser_client(expert).post(
         f"/traces/{trace.trace_id}/approvals/{approval.pk}/",
         {"decision": "approve", "arguments": "{oops", "edited": "1"},
         follow=True,
@@ -401,6 +408,16 @@ def test_edited_arguments_that_are_not_json_are_refused(browser_client, integrat
     assert "not valid JSON" in page.content.decode()
     approval.refresh_from_db()
     assert approval.status == ApprovalStatus.PENDING
+
+
+def test_the_owner_cannot_decide_their_own_call_in_the_portal(browser_client, integrator):
+    trace, approval = waiting_trace(integrator)
+    page = browser_client(integrator).post(
+        f"/traces/{trace.trace_id}/approvals/{approval.pk}/", {"decision": "approve"}, follow=True
+    )
+    assert "Not yours to decide" in page.content.decode()
+    approval.refresh_from_db()
+    assert approval.status == ApprovalStatus.PENDING and approval.decided_by is None
 
 
 def test_live_fragment_of_a_scripted_run(browser_client, integrator, llm, inline_worker):

@@ -10,7 +10,7 @@ import pytest
 from tests.scripted_llm import Reply, ToolCall
 from traces.approvals import approval_decide
 from traces.models import Approval, Message, Trace, TraceEvent
-from traces.runner import RunConfig, RunConflict
+from traces.runner import NotAllowed, RunConfig, RunConflict
 
 pytestmark = pytest.mark.django_db
 
@@ -172,3 +172,47 @@ def test_approval_api_lists_and_decides_with_clear_errors(
     assert again.status_code == 409
     assert Trace.objects.get(pk=trace.trace_id).status == "completed"
     assert json.loads(json.dumps(api_client(expert).get(base).json()))[0]["status"] == "approved"
+
+
+@pytest.mark.parametrize(
+    ("approvers", "who", "expected"),
+    [
+        ("staff", "expert", 200),
+        ("staff", "integrator", 403),  # the owner may see the call, not decide it
+        ("staff", "stranger", 404),
+        ("owner", "expert", 200),
+        ("owner", "integrator", 200),
+        ("owner", "stranger", 404),
+    ],
+)
+def test_who_may_decide_an_approval(
+    runner, llm, integrator, expert, stranger, api_client, settings, approvers, who, expected
+):
+    settings.AGENT_APPROVERS = approvers
+    trace = start_waiting_run(runner, llm, integrator)
+    approval = Approval.objects.get(trace=trace)
+    user = {"expert": expert, "integrator": integrator, "stranger": stranger}[who]
+
+    answer = api_client(user).post(
+        f"/api/traces/{trace.trace_id}/approvals/{approval.pk}",
+        {"decision": "deny", "note": "no"},
+        format="json",
+    )
+
+    assert answer.status_code == expected, answer.content
+    approval.refresh_from_db()
+    if expected == 200:
+        assert (approval.status, approval.decided_by, approval.decision_note) == ("denied", user, "no")
+        assert approval.decided_at is not None
+    else:
+        assert (approval.status, approval.decided_by) == ("pending", None)
+        assert answer.json()["code"] == ("not_allowed" if expected == 403 else "trace_not_found")
+
+
+def test_an_inactive_staff_user_may_not_decide(runner, llm, integrator, expert):
+    trace = start_waiting_run(runner, llm, integrator)
+    approval = Approval.objects.get(trace=trace)
+    expert.is_active = False
+    expert.save()
+    with pytest.raises(NotAllowed):
+        approval_decide(user=expert, trace_id=trace.trace_id, approval_id=approval.pk, decision="approve")

@@ -13,6 +13,7 @@ from traces.approvals import approval_decide, approvals_for
 from traces.runner.approvals import approval_payload
 
 ERRORS = {code: ErrorSerializer for code in (400, 401, 404, 409, 413)}
+DECIDE_ERRORS = {**ERRORS, 403: ErrorSerializer}
 
 
 class ApprovalSerializer(serializers.Serializer):
@@ -47,10 +48,15 @@ class ApprovalListView(TraceAPIView):
 
 class ApprovalDecideView(TraceAPIView):
     @extend_schema(
-        parameters=[TRACE_ID], request=DecisionSerializer, responses={200: ApprovalSerializer, **ERRORS}
+        parameters=[TRACE_ID],
+        request=DecisionSerializer,
+        responses={200: ApprovalSerializer, **DECIDE_ERRORS},
     )
     def post(self, request: Request, trace_id: str, approval_id: int) -> Response:
-        """Approve (optionally with edited arguments) or deny a waiting tool call; the run resumes in a worker."""
+        """Approve (optionally with edited arguments) or deny a waiting tool call; the run resumes in a worker.
+
+        Only experts (staff) may decide, unless the deployment sets AGENT_APPROVERS=owner (403 otherwise).
+        """
         body = DecisionSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         approval = approval_decide(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from traces.runner.config import (
     InvalidRun,
     LeaseLost,
+    NotAllowed,
     RunConfig,
     RunConflict,
     RunError,
@@ -17,6 +18,7 @@ __all__ = [
     "AgentRunner",
     "InvalidRun",
     "LeaseLost",
+    "NotAllowed",
     "RunConfig",
     "RunConflict",
     "RunError",

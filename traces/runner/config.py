@@ -21,6 +21,12 @@ class TraceNotFound(RunError):
     status = 404
 
 
+class NotAllowed(RunError):
+    """The user may see the trace but not do this to it (deciding an approval)."""
+
+    status = 403
+
+
 class RunConflict(RunError):
     """The trace is already being run by someone else (W5: one active run)."""
 
