@@ -172,7 +172,11 @@ class AgentPreset(models.Model):
         null=True, blank=True, help_text="tool names the agent may use; empty (null) = every tool"
     )
     denied_tools = models.JSONField(null=True, blank=True, help_text="tool names never offered nor run")
-    max_iterations = models.PositiveIntegerField(default=30)
+    max_iterations = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="step limit of a run; empty = the run's own, else AGENT_MAX_ITERATIONS",
+    )
     temperature = models.FloatField(null=True, blank=True)
     skills = models.JSONField(
         null=True, blank=True, help_text="built-in skills injected into the system prompt; null = all"

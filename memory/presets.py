@@ -18,7 +18,7 @@ from typing import Any
 class AgentPreset:
     allowed_tools: list[str] | None = None  # None = every registered tool
     denied_tools: list[str] | None = None
-    max_iterations: int = 30
+    max_iterations: int | None = None  # None = the run's own limit, else AGENT_MAX_ITERATIONS
     temperature: float | None = None
     skills: list[str] | None = None  # None = every skill
     description: str | None = None
@@ -33,7 +33,6 @@ _DEFAULT_SKILLS = ["planning", "research"]
 AGENT_PRESETS: dict[str, AgentPreset] = {
     "default": AgentPreset(
         allowed_tools=None,
-        max_iterations=30,
         skills=_DEFAULT_SKILLS,
         description="Default agent with every tool.",
     ),

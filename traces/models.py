@@ -65,6 +65,8 @@ class Trace(models.Model):
     model = models.CharField(max_length=200, blank=True, null=True)
     tools = models.JSONField(blank=True, null=True)
     llm_params = models.JSONField(default=dict, blank=True)
+    # The run's effective settings (traces/runner/run_settings.py), kept by every later run.
+    run_settings = models.JSONField(default=dict, blank=True)
     context = models.JSONField(default=dict, blank=True)
     current_goal_id = models.CharField(max_length=64, blank=True, null=True)
 

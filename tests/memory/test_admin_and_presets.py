@@ -166,6 +166,6 @@ def test_the_runner_enforces_a_stored_preset(runner, llm):
     assert "## Skill:" not in first.messages[0]["content"]
     bash_result = next(m for m in llm.requests_for("scripted")[1].messages if m["role"] == "tool")
     assert "Unknown tool 'bash'" in bash_result["content"]  # denied: not executable either
-    assert result.status == "failed" and "max_iterations (2)" in result.error
+    assert result.status == "stopped" and result.error.startswith("step limit: 2 steps")
     with pytest.raises(InvalidRun, match="unknown preset"):
         runner.run_result([{"role": "user", "content": "x"}], RunConfig(agent_type="missing"))

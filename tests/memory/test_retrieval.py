@@ -151,11 +151,17 @@ def test_memory_can_be_switched_off_per_run(runner, llm, make_experience):
 
 def test_a_failed_run_marks_the_cited_experience_harmful(runner, llm, make_experience, settings):
     bad = make_experience(rule="Always force push.", tags={"intent": ["deploy"]}, helpful=1)
-    settings.AGENT_MAX_ITERATIONS = 1
+    settings.AGENT_LLM_RETRIES = 0
     llm.script("utility", ["Deploy", tags_reply([], ["deploy"])])
-    llm.script("scripted", [Reply(text=f"Following [{bad.code}]", tool_calls=[ToolCall("list_files", {})])])
+    llm.script(
+        "scripted",
+        [
+            Reply(text=f"Following [{bad.code}]", tool_calls=[ToolCall("list_files", {})]),
+            *[Reply(status=400, error="the model refused")] * 3,  # a model error fails the run
+        ],
+    )
 
-    result = runner.run_result(user("deploy it"), RunConfig(max_iterations=1))
+    result = runner.run_result(user("deploy it"), RunConfig())
 
     assert result.status == "failed"
     bad.refresh_from_db()

@@ -286,11 +286,28 @@ def test_context_is_injected_every_n_iterations_with_hooks_and_a_failing_hook_is
     assert all("2 new messages" in m.content for m in injections)
 
 
-def test_max_iterations_ends_the_run_failed_with_a_reason(runner, llm):
-    llm.script("scripted", [Reply(tool_calls=[ToolCall("list_files", {})])] * 5)
+def test_the_step_limit_pauses_the_run_and_a_continue_goes_on_with_a_higher_limit(runner, llm):
+    llm.script("scripted", [Reply(tool_calls=[ToolCall("list_files", {})])] * 3 + ["done"])
     result = runner.run_result(user("loop forever"), RunConfig(max_iterations=3))
-    assert result.status == "failed"
-    assert "max_iterations (3)" in result.error
+    assert result.status == "stopped"
+    assert result.error.startswith("step limit: 3 steps without a final answer")
+    stopped = TraceEvent.objects.filter(trace_id=result.trace_id, type="stopped").get()
+    assert stopped.payload["reason"] == "step_limit"
+
+    resumed = runner.run_result([], RunConfig(trace_id=result.trace_id, max_iterations=5))
+
+    assert (resumed.status, resumed.result) == ("completed", "done")
+    assert Trace.objects.get(pk=result.trace_id).run_settings["max_iterations"] == 5
+    changed = TraceEvent.objects.get(trace_id=result.trace_id, type="settings_changed").payload["changed"]
+    assert changed == {"max_iterations": {"from": 3, "to": 5}}
+
+
+def test_without_a_run_or_preset_limit_the_deployments_applies(runner, llm, settings):
+    settings.AGENT_MAX_ITERATIONS = 2
+    llm.script("scripted", [Reply(tool_calls=[ToolCall("list_files", {})])] * 2)
+    result = runner.run_result(user("loop"), RunConfig(name="n"))
+    assert result.status == "stopped" and result.iterations == 2
+    assert Trace.objects.get(pk=result.trace_id).run_settings["max_iterations"] == 2
 
 
 def test_a_second_run_on_a_running_trace_is_a_conflict(runner, llm):

@@ -41,6 +41,7 @@ from traces.llm import (
 )
 from traces.loop_detection import LoopDetector, LoopVerdict
 from traces.models import Approval, Message, Trace, TraceStatus
+from traces.runner import run_settings
 from traces.runner.approvals import POLICIES, GateDecision, approval_payload, confirm_policy, gate
 from traces.runner.config import InvalidRun, LeaseLost, RunConfig, RunError, RunResult
 from traces.runner.guards import ModelTimeout, TokenWatch, normalize_response
@@ -216,17 +217,27 @@ class AgentRunner:
             preset = get_preset(config.agent_type)
         except UnknownPreset as exc:
             raise InvalidRun(str(exc)) from None
-        tools = self._select_tools(config, preset)
         if config.trace_id is None:
-            return self._prepare_new(messages, config, preset, tools)
-        return self._prepare_existing(messages, config, preset, tools)
+            return self._prepare_new(messages, config, preset, self._select_tools(config, preset))
+        previous = load_trace(config.trace_id)
+        # The trace's stored settings hold unless this request sets them (run_settings.py).
+        check = config.tools is not None
+        config = run_settings.with_stored(config, previous.run_settings)
+        tools = self._select_tools(config, preset, check=check)
+        return self._prepare_existing(messages, config, preset, tools, previous)
 
-    def _select_tools(self, config: RunConfig, preset: AgentPreset) -> list[Tool]:
+    def _select_tools(self, config: RunConfig, preset: AgentPreset, *, check: bool = True) -> list[Tool]:
+        """The run's tools: the requested ones within the preset, else the preset's.
+
+        A request naming an unknown or unavailable tool is refused (`check`); a
+        stored list just loses tools that became unavailable since.
+        """
         if config.tools is not None:
-            try:
-                self.tool_registry.check_requested(config.tools)
-            except ValueError as exc:
-                raise InvalidRun(str(exc)) from None
+            if check:
+                try:
+                    self.tool_registry.check_requested(config.tools)
+                except ValueError as exc:
+                    raise InvalidRun(str(exc)) from None
             allowed: list[str] | None = config.tools
             if preset.allowed_tools is not None:
                 allowed = [t for t in config.tools if t in preset.allowed_tools]
@@ -258,6 +269,24 @@ class AgentRunner:
         policy = confirm_policy(trace, config.confirm_policy, preset)
         if policy not in POLICIES:
             raise InvalidRun(f"unknown confirm policy {policy!r}; use {', '.join(POLICIES)}")
+        max_iterations = config.max_iterations or preset.max_iterations or settings.AGENT_MAX_ITERATIONS
+        context_every = config.context_every or settings.AGENT_CONTEXT_EVERY
+        effective = {
+            "tools": [t.name for t in tools],
+            "temperature": temperature,
+            "max_iterations": max_iterations,
+            "skills": config.skills,
+            "system_prompt": config.system_prompt,
+            "llm_params": dict(config.llm_params),
+            "confirm_policy": policy,
+            "enable_memory": config.enable_memory,
+            "context_every": context_every,
+            "stream": config.stream,
+        }
+        changed = run_settings.changes(trace.run_settings, effective)
+        trace.run_settings = effective
+        if changed:
+            store.emit("settings_changed", {"changed": changed})
         return _Run(
             trace=trace,
             store=store,
@@ -269,8 +298,8 @@ class AgentRunner:
             workspace=workspace_for(trace.trace_id),
             params=params,
             stream=settings.AGENT_STREAM if config.stream is None else config.stream,
-            max_iterations=config.max_iterations or preset.max_iterations or settings.AGENT_MAX_ITERATIONS,
-            context_every=config.context_every or settings.AGENT_CONTEXT_EVERY,
+            max_iterations=max_iterations,
+            context_every=context_every,
             threshold=context_threshold(model.model),
             policy=policy,
             gated=policy != "auto"
@@ -312,10 +341,14 @@ class AgentRunner:
         trace.name = trace.name or claimed.name
 
     def _prepare_existing(
-        self, messages: list[dict[str, Any]], config: RunConfig, preset: AgentPreset, tools: list[Tool]
+        self,
+        messages: list[dict[str, Any]],
+        config: RunConfig,
+        preset: AgentPreset,
+        tools: list[Tool],
+        previous: Trace,
     ) -> _Run:
         trace_id = config.trace_id or ""
-        previous = load_trace(trace_id)
         previous_status = config.reserved_from or previous.status
         model = self._model(config.model or previous.model)
         trace = trace_claim(trace_id=trace_id, owner=self.worker_id, reserved_token=config.reserved_token)
@@ -456,10 +489,15 @@ class AgentRunner:
             yield from self._execute_calls(run, response.tool_calls, assistant.sequence)
             if run.trace.status != TraceStatus.RUNNING:
                 return None  # stopped, or a guard ended the run
+        # A pause, not a failure: a continue goes on (and may raise the limit).
         return self._finish(
             run,
-            TraceStatus.FAILED,
-            error=f"reached max_iterations ({run.max_iterations}) without a final answer; continue the run to go on",
+            TraceStatus.STOPPED,
+            error=(
+                f"step limit: {run.max_iterations} steps without a final answer; continue the run to go "
+                "on (max_iterations may raise the limit)"
+            ),
+            reason="step_limit",
         )
 
     def _inject_context(self, run: _Run) -> Message | None:
@@ -869,7 +907,15 @@ class AgentRunner:
             return True
         return False
 
-    def _finish(self, run: _Run, status: str, *, result: str | None = None, error: str | None = None) -> None:
+    def _finish(
+        self,
+        run: _Run,
+        status: str,
+        *,
+        result: str | None = None,
+        error: str | None = None,
+        reason: str | None = None,
+    ) -> None:
         trace = run.trace
         trace.status = status
         trace.completed_at = timezone.now()
@@ -894,6 +940,7 @@ class AgentRunner:
                 "head_sequence": trace.head_sequence,
                 "total_tokens": trace.total_tokens,
                 "total_cost": trace.total_cost,
+                **({"reason": reason} if reason else {}),
             },
         )
         run.store.commit(final=True)

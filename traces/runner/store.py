@@ -56,7 +56,7 @@ TRACE_FIELDS = [
 ]
 # Written only when they changed since the last commit: JSON and text that rarely
 # change during a run (serialising the tool schemas at every step is not free).
-COLD_FIELDS = ["task", "model", "tools", "llm_params", "context"]
+COLD_FIELDS = ["task", "model", "tools", "llm_params", "run_settings", "context"]
 
 
 def worker_identity() -> str:
