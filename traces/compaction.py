@@ -20,6 +20,10 @@ AGENT_CONTEXT_TOKENS):
 - Circuit breaker: after 3 failed summaries in a row the trace stops trying.
   Recursion guard: nothing is compacted twice with nothing new in between, and the
   summary request itself never goes through compaction.
+- Fallback (not persisted): when no summary helps (it failed, the breaker is open,
+  or there is nothing left to compress) the request is truncated deterministically
+  (`truncate`: the system prompt, the first user message, the plan, and the newest
+  messages that fit), so no request goes over the threshold (seed 002).
 
 Every compaction is a `compaction` event with what was dropped (C5).
 """
@@ -197,6 +201,31 @@ def summary_request(
         [{"role": "user", "content": f"[... {omitted} earlier messages omitted ...]"}] if omitted > 0 else []
     )
     return [*head, *gap, *messages[start:], prompt]
+
+
+def truncate(
+    messages: list[dict[str, Any]], infos: list[PathInfo], plan: str, budget: int
+) -> tuple[list[dict[str, Any]], list[int]]:
+    """The request cut to `budget` tokens, and the sequences left out.
+
+    Keeps the system prompt, the first user message, the plan (as a system
+    message) and the newest messages that fit; a cut never falls between a
+    call and its results. The newest turn (a call and its results) is kept
+    even when alone it does not fit (the spill keeps tool results small).
+    """
+    first_user = next((i for i, m in enumerate(messages) if m["role"] == "user"), 0)
+    head = messages[: first_user + 1]
+    note = {"role": "system", "content": f"## Plan so far (older messages were left out)\n\n{plan}"}
+    room = budget - sum(info.tokens for info in infos[: first_user + 1]) - estimate_tokens(note)
+    start = len(messages) - 1
+    room -= infos[start].tokens
+    while start > first_user + 1 and room - infos[start - 1].tokens >= 0:
+        start -= 1
+        room -= infos[start].tokens
+    while start > first_user + 1 and messages[start]["role"] == "tool":
+        start -= 1  # never open the window between a call and its results
+    dropped = [info.sequence for info in infos[first_user + 1 : start] if info.sequence is not None]
+    return [*head, note, *messages[start:]], dropped
 
 
 def already_compacted(infos: list[PathInfo]) -> bool:

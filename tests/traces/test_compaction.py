@@ -157,6 +157,17 @@ def test_three_failed_summaries_open_the_circuit_breaker(runner, llm, small_cont
     failures = [e.payload for e in TraceEvent.objects.filter(trace_id=result.trace_id, type="compaction")]
     assert [f["failures"] for f in failures if "failed" in f] == [1, 2, 3]
     assert Trace.objects.get(pk=result.trace_id).context["compaction_failures"] == 3
+    # ... and falls back to truncation: no request over the limit, the originals stored.
+    agent_requests = [r for r in llm.requests_for("scripted") if not is_compact_request(r.body)]
+    assert all(request_tokens(r) <= LIMIT for r in agent_requests)
+    cuts = [f for f in failures if f.get("level") == "truncate"]
+    assert cuts and all(c["tokens_after"] < c["tokens_before"] for c in cuts)
+    dropped = cuts[-1]["dropped_sequences"]
+    assert Message.objects.filter(trace_id=result.trace_id, sequence__in=dropped).count() == len(dropped)
+    last = agent_requests[-1].messages
+    assert last[0]["role"] == "system" and last[1]["content"].startswith("print big digits")
+    assert last[2]["content"].startswith("## Plan so far (older messages were left out)")
+    assert last[3]["role"] != "tool"  # the window opens at a turn, not between a call and its results
 
 
 def test_oversized_tool_results_spill_to_the_workspace_with_a_readable_reference(
@@ -280,3 +291,29 @@ def test_tool_call_estimate_is_the_serialised_size_without_escapes(calls):
 def test_tool_call_estimate_takes_malformed_calls():
     odd = [None, "call", {"id": 3, "function": "bash"}, {"function": {"name": None, "arguments": {"a": 1}}}]
     assert estimate_tokens({"role": "assistant", "content": "", "tool_calls": odd}) > 4
+
+
+def test_truncation_keeps_the_head_the_plan_and_the_newest_turns_that_fit():
+    from traces.compaction import PathInfo, truncate
+
+    call = {"id": "c1", "type": "function", "function": {"name": "read", "arguments": "{}"}}
+    messages = [
+        {"role": "system", "content": "s" * 40},
+        {"role": "user", "content": "task " * 10},
+        *[{"role": "assistant", "content": f"step {n} " * 20} for n in range(5)],
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "r" * 200},
+        {"role": "assistant", "content": "nearly done"},
+    ]
+    infos = [PathInfo(n + 1, None, "", estimate_tokens(m)) for n, m in enumerate(messages)]
+    keep_last_three = sum(i.tokens for i in infos[:2]) + sum(i.tokens for i in infos[-3:]) + 40
+
+    out, dropped = truncate(messages, infos, "1. [in_progress] Finish", keep_last_three)
+
+    assert out[:2] == messages[:2] and out[2]["content"].endswith("1. [in_progress] Finish")
+    assert out[3:] == messages[-3:]  # the call, its result and the newest answer
+    assert dropped == [3, 4, 5, 6, 7]
+    assert sum(estimate_tokens(m) for m in out) <= keep_last_three
+    # A budget that would open the window on the tool result takes its call too.
+    out, _ = truncate(messages, infos, "plan", keep_last_three - infos[-3].tokens)
+    assert out[3:] == messages[-3:]

@@ -99,6 +99,7 @@ class _Run:
     threshold: int = 0  # compaction starts above this many tokens
     once_pending: list[tuple[int, str]] = field(default_factory=list)  # (index, long-term memory) to retire
     dropped_signature: tuple[int, ...] = ()  # what level 1 left out last time (one event per change)
+    truncated_signature: tuple[int, ...] = ()  # what the truncation fallback left out last time
     policy: str = "auto"  # confirm gate (G5)
     gated: bool = False  # whether calls must pass the gate (a policy asks, or approvals exist)
 
@@ -597,9 +598,30 @@ class AgentRunner:
                     "tokens_after": tokens,
                 },
             )
-        if tokens <= run.threshold or not self._compact(run):
+        if tokens <= run.threshold:
             return messages
-        messages, _ = compaction.level_one(run.llm_messages, run.infos, run.goal_tree)
+        if self._compact(run):
+            messages, _ = compaction.level_one(run.llm_messages, run.infos, run.goal_tree)
+            tokens = sum(compaction.estimate_tokens(m) for m in messages)
+            if tokens <= run.threshold:
+                return messages
+        return self._truncate(run, tokens)
+
+    def _truncate(self, run: _Run, tokens: int) -> list[dict[str, Any]]:
+        """No summary helped: cut the request (never send one over the threshold)."""
+        plan = run.goal_tree.to_prompt(include_summary=True)
+        messages, dropped = compaction.truncate(run.llm_messages, run.infos, plan, run.threshold)
+        if tuple(dropped) != run.truncated_signature:
+            run.truncated_signature = tuple(dropped)
+            self._compaction_event(
+                run,
+                {
+                    "level": "truncate",
+                    "dropped_sequences": dropped,
+                    "tokens_before": tokens,
+                    "tokens_after": sum(compaction.estimate_tokens(m) for m in messages),
+                },
+            )
         return messages
 
     def _compact(self, run: _Run) -> bool:
