@@ -35,6 +35,7 @@ from django.utils import timezone
 from memory.presets import get_preset
 from traces.goal_tree import GoalTree
 from traces.models import Goal, Trace, TraceStatus
+from traces.runner.config import STEP_LIMIT_PREFIX
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +66,11 @@ class ChildOutcome:
     stats: dict[str, Any] = field(default_factory=dict)
     remote: str | None = None  # the remote instance's URL for agent:// children
 
+    @property
+    def paused(self) -> bool:
+        """The child stopped at its step limit (seed 002 `subagent_paused`): continue it to go on."""
+        return self.status == "stopped" and (self.error or "").startswith(STEP_LIMIT_PREFIX)
+
     def as_dict(self) -> dict[str, Any]:
         data = {
             "sub_trace_id": self.trace_id,
@@ -74,6 +80,8 @@ class ChildOutcome:
         }
         if self.error:
             data["error"] = self.error
+        if self.paused:
+            data["paused"] = "step_limit"
         return data
 
 

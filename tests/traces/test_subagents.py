@@ -334,3 +334,32 @@ def test_per_task_messages_must_match_the_tasks(runner, llm):
         in tool_result(result.trace_id, "agent").content
     )
     assert not Trace.objects.filter(parent_trace_id=result.trace_id).exists()
+
+
+def test_a_sub_agent_at_its_step_limit_pauses_and_the_parent_is_told(runner, llm, monkeypatch):
+    from memory.presets import AGENT_PRESETS, AgentPreset
+
+    monkeypatch.setitem(AGENT_PRESETS, "brief", AgentPreset(allowed_tools=["list_files"], max_iterations=1))
+    llm.script(
+        "scripted",
+        [
+            Reply(tool_calls=[ToolCall("agent", {"task": "count the files", "agent_type": "brief"})]),
+            Reply(tool_calls=[ToolCall("list_files", {})]),  # the child's one step: no answer yet
+            Reply(text="the child paused"),
+        ],
+    )
+
+    result = runner.run_result(user("delegate"), RunConfig(name="n"))
+
+    assert result.status == "completed"
+    child = Trace.objects.get(parent_trace_id=result.trace_id)
+    assert child.status == "stopped" and child.error_message.startswith("step limit: 1 steps")
+    told = tool_result(result.trace_id, "agent")
+    title, _, body = told.content.partition("\n")
+    assert title.startswith("Sub-agent paused (step limit)")
+    data = json.loads(body)
+    assert data["paused"] == "step_limit" and "continue_from" in data["note"]
+    paused = TraceEvent.objects.get(trace_id=result.trace_id, type="subagent_paused")
+    assert paused.payload["sub_trace_id"] == child.trace_id and paused.payload["reason"] == "step_limit"
+    parent = Trace.objects.get(pk=result.trace_id)
+    assert parent.context["collaborators"][0]["status"] == "paused"

@@ -105,10 +105,13 @@ def _finish(ctx: ToolContext, mode: str, goal: Any, outcomes: list[ChildOutcome]
     store = ctx.extra.get("store")
     for outcome, task in zip(outcomes, tasks, strict=True):
         summary = (outcome.summary or outcome.error or "")[:300]
-        subtraces.collaborator_upsert(
-            trace, _collaborator(outcome.trace_id, task, mode, outcome.status, summary)
-        )
-        if store is not None:
+        status = "paused" if outcome.paused else outcome.status
+        subtraces.collaborator_upsert(trace, _collaborator(outcome.trace_id, task, mode, status, summary))
+        if store is None:
+            continue
+        if outcome.paused:  # seed 002: the parent hears that its child paused at the step limit
+            store.emit("subagent_paused", {"mode": mode, **outcome.as_dict(), "reason": "step_limit"})
+        else:
             store.emit("sub_trace_completed", {"mode": mode, **outcome.as_dict(), "summary": summary})
 
 
@@ -251,7 +254,9 @@ def _result(mode: str, outcomes: list[ChildOutcome], tasks: list[str]) -> ToolRe
             **outcome.as_dict(),
             "continue_from": f"agent(task='<next step>', continue_from={outcome.trace_id!r})",
         }
-        title = f"Sub-agent {outcome.status}: {outcome.trace_id}"
+        if outcome.paused:
+            data["note"] = "the sub-agent paused at its step limit; continue it with continue_from to go on"
+        title = f"Sub-agent {'paused (step limit)' if outcome.paused else outcome.status}: {outcome.trace_id}"
         return ToolResult(
             title=title,
             output=json.dumps(data, ensure_ascii=False, indent=2),
@@ -261,7 +266,8 @@ def _result(mode: str, outcomes: list[ChildOutcome], tasks: list[str]) -> ToolRe
     lines = [f"Explored {len(outcomes)} branches in parallel ({len(outcomes) - len(failed)} completed)."]
     for index, (outcome, task) in enumerate(zip(outcomes, tasks, strict=True), start=1):
         lines.append(
-            f"\n### {index}. {task.strip()[:200]}\n[{outcome.status}] sub_trace_id: {outcome.trace_id}"
+            f"\n### {index}. {task.strip()[:200]}\n"
+            f"[{'paused at its step limit' if outcome.paused else outcome.status}] sub_trace_id: {outcome.trace_id}"
         )
         lines.append(outcome.summary or f"(no result{': ' + outcome.error if outcome.error else ''})")
     return ToolResult(

@@ -6,6 +6,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+# How a run that reached its step limit says so (trace.error_message, status stopped).
+STEP_LIMIT_PREFIX = "step limit:"
+
 
 class RunError(Exception):
     """Base class of run request errors; `status` is the HTTP status it maps to."""

@@ -43,7 +43,14 @@ from traces.loop_detection import LoopDetector, LoopVerdict
 from traces.models import Approval, Message, Trace, TraceStatus
 from traces.runner import run_settings
 from traces.runner.approvals import POLICIES, GateDecision, approval_payload, confirm_policy, gate
-from traces.runner.config import InvalidRun, LeaseLost, RunConfig, RunError, RunResult
+from traces.runner.config import (
+    STEP_LIMIT_PREFIX,
+    InvalidRun,
+    LeaseLost,
+    RunConfig,
+    RunError,
+    RunResult,
+)
 from traces.runner.guards import ModelTimeout, TokenWatch, normalize_response
 from traces.runner.prepare import (
     load_trace,
@@ -495,8 +502,8 @@ class AgentRunner:
             run,
             TraceStatus.STOPPED,
             error=(
-                f"step limit: {run.max_iterations} steps without a final answer; continue the run to go "
-                "on (max_iterations may raise the limit)"
+                f"{STEP_LIMIT_PREFIX} {run.max_iterations} steps without a final answer; continue the run "
+                "to go on (max_iterations may raise the limit)"
             ),
             reason="step_limit",
         )
