@@ -210,6 +210,19 @@ AGENT_WORKSPACE_ROOT = Path(env_str("AGENT_WORKSPACE_ROOT") or str(BASE_DIR / "w
 AGENT_TOOL_TIMEOUT = env_float("AGENT_TOOL_TIMEOUT", 60.0, minimum=0.1)
 AGENT_BASH_TIMEOUT = env_float("AGENT_BASH_TIMEOUT", 30.0, minimum=0.1)
 AGENT_TOOL_OUTPUT_LIMIT = env_int("AGENT_TOOL_OUTPUT_LIMIT", 50_000, minimum=1000)
+# X1: every process a tool starts runs under bubblewrap (tools/sandbox/). Off only by
+# an explicit AGENT_SANDBOX=off, which runs commands unconfined (a warning says so).
+AGENT_SANDBOX = env_bool("AGENT_SANDBOX", True)
+AGENT_SANDBOX_BWRAP = env_str("AGENT_SANDBOX_BWRAP", "bwrap")
+AGENT_SANDBOX_NETWORK = env_bool("AGENT_SANDBOX_NETWORK", False)
+# Variables of the server's environment a sandboxed command may see (names only).
+AGENT_SANDBOX_ENV = env_list("AGENT_SANDBOX_ENV", [])
+if bad_names := [n for n in AGENT_SANDBOX_ENV if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", n)]:
+    raise ImproperlyConfigured(f"AGENT_SANDBOX_ENV names what is not a variable name: {', '.join(bad_names)}")
+AGENT_SANDBOX_CPU_SECONDS = env_int("AGENT_SANDBOX_CPU_SECONDS", 60, minimum=1)
+AGENT_SANDBOX_MEMORY_MB = env_int("AGENT_SANDBOX_MEMORY_MB", 2048, minimum=64)
+AGENT_SANDBOX_MAX_PROCESSES = env_int("AGENT_SANDBOX_MAX_PROCESSES", 256, minimum=8)
+AGENT_SANDBOX_FILE_MB = env_int("AGENT_SANDBOX_FILE_MB", 1024, minimum=1)
 AGENT_LEASE_SECONDS = env_int("AGENT_LEASE_SECONDS", 30, minimum=2)
 AGENT_STOP_POLL_SECONDS = env_float("AGENT_STOP_POLL_SECONDS", 0.25, minimum=0.01)
 # Memory (M4, M6): experiences retrieved per new trace, optional embeddings, skill dirs.

@@ -1,9 +1,23 @@
 from __future__ import annotations
 
+import logging
+
 from django.apps import AppConfig
+from django.conf import settings
+
+logger = logging.getLogger(__name__)
 
 
 class ToolsConfig(AppConfig):
     name = "tools"
     verbose_name = "Tools"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from tools import checks  # noqa: F401  (registers the sandbox check)
+
+        if not settings.AGENT_SANDBOX:
+            logger.warning(
+                "AGENT_SANDBOX=off: tool commands run unconfined as the server's user (unsafe); "
+                "see README 'Security'"
+            )

@@ -6,9 +6,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from traces.models import Trace
+
 if TYPE_CHECKING:
     from traces.goal_tree import GoalTree
-    from traces.models import Trace
 
 
 class ToolError(Exception):
@@ -48,3 +49,23 @@ class ToolContext:
     @property
     def trace_id(self) -> str:
         return self.trace.trace_id
+
+    def interruption(self) -> str | None:
+        """Why the run making this call must end now, or None: long tools poll it.
+
+        A stop requested on the trace (R5, from any process) or a lease taken by
+        another run (W5) ends the run at its next checkpoint; a tool blocked on a
+        command would otherwise hold it until the command's own timeout. One
+        primary-key read; None for a context without a stored trace (tests).
+        """
+        if getattr(self.trace, "pk", None) is None:
+            return None
+        row = Trace.objects.filter(pk=self.trace.pk).values_list("stop_requested", "run_token").first()
+        if row is None:
+            return "its trace was deleted"
+        stop_requested, run_token = row
+        if stop_requested:
+            return "the run was asked to stop"
+        if run_token != self.trace.run_token:
+            return "the run lost its lease to another worker"
+        return None

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -9,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tools import sandbox
 from tools.models import ToolContext, ToolResult
 from tools.registry import default_registry
 
@@ -51,3 +54,42 @@ def run_tool(ctx: ToolContext) -> RunTool:
         return default_registry.execute(name, raw, ctx, offered=BUILTIN_TOOLS if offered is None else offered)
 
     return run
+
+
+@pytest.fixture
+def sandboxed() -> None:
+    """Skip a test that needs bubblewrap where it cannot run; in CI (CI=true), which installs it, fail."""
+    reason = sandbox.unavailable_reason()
+    if reason is None:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"the sandbox must run in CI: {reason}")
+    pytest.skip(f"the sandbox cannot run here: {reason}")
+
+
+def host_processes(marker: str) -> list[int]:
+    """Host pids of live (not zombie) processes whose command line contains `marker`.
+
+    Pids inside a sandbox's PID namespace mean nothing out here, so tests find a
+    sandboxed process by a unique argument, such as `sleep 61.2345`.
+    """
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            continue
+        if marker in cmdline and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def wait_until_gone(marker: str, seconds: float = 3.0) -> list[int]:
+    """The processes carrying `marker` still alive after waiting up to `seconds` (empty: all gone)."""
+    deadline = time.monotonic() + seconds
+    while (alive := host_processes(marker)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return alive

@@ -1,0 +1,48 @@
+"""System checks: whether tool commands run in the sandbox on this server (X1)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core import checks
+
+from tools import sandbox
+
+UNSAFE_HINT = (
+    "Commands the model writes, and everything it read, are untrusted. Install bubblewrap "
+    "(Debian: apt-get install bubblewrap) and unset AGENT_SANDBOX."
+)
+
+
+@checks.register("sandbox")
+def sandbox_status(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    if not settings.AGENT_SANDBOX:
+        return [
+            checks.Warning(
+                "AGENT_SANDBOX=off: bash runs commands unconfined, as the server's user, with its "
+                "files, network and database within reach. This is unsafe.",
+                hint=UNSAFE_HINT,
+                id="tools.W001",
+            )
+        ]
+    reason = sandbox.unavailable_reason()
+    if reason:
+        return [
+            checks.Warning(
+                f"The sandbox cannot run here, so the bash tool is disabled: {reason}.",
+                hint="Install bubblewrap and allow user namespaces, or (unsafe) set AGENT_SANDBOX=off.",
+                id="tools.W002",
+            )
+        ]
+    if sandbox.process_limit() is None:
+        return [
+            checks.Warning(
+                "The server runs as root and no pids cgroup can be made, so the number of processes "
+                "a sandboxed command starts is not bounded (a fork bomb can exhaust the machine).",
+                hint="Run the service as an unprivileged user (RLIMIT_NPROC then holds per sandbox), "
+                "or give it a writable cgroup hierarchy with the pids controller.",
+                id="tools.W003",
+            )
+        ]
+    return []
