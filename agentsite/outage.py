@@ -24,8 +24,9 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template import loader
 from django.views import defaults
 
+from traces.api.errors import API_PREFIXES
+
 RETRY_AFTER_SECONDS = 5
-API_PREFIXES = ("/api/", "/webhook/")
 REASON = "the database is unavailable; retry in a few seconds"
 
 

@@ -325,7 +325,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "traces.api.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "traces.api.errors.api_exception_handler",
 }
@@ -333,6 +333,11 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "agentsite API",
     "DESCRIPTION": "Start, steer, rewind and watch agent traces.",
     "VERSION": "0.1.0",
+    # Request bodies get their own components: no read-only fields in them, and
+    # minLength 1 for the strings that may not be blank (what the API enforces).
+    "COMPONENT_SPLIT_REQUEST": True,
+    # The schema document is not one of the API's operations.
+    "SERVE_INCLUDE_SCHEMA": False,
     "ENUM_NAME_OVERRIDES": {
         "ExperienceStatusEnum": "memory.models.ExperienceStatus",
         "TraceStatusEnum": "traces.models.TraceStatus",

@@ -8,6 +8,8 @@ from traces.api.collaboration import A2AMessageWebhookView
 
 # Database outages answer 503 (JSON on the API, a short page elsewhere); other errors 500.
 handler500 = "agentsite.outage.server_error"
+# Unknown API URLs answer the API's JSON 404; elsewhere Django's page.
+handler404 = "traces.api.errors.not_found"
 
 urlpatterns = [
     path("admin/", admin.site.urls),

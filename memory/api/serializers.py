@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import models
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from memory.models import Experience, ExperienceSource, ExperienceStatus, normalize_tags
+from traces.api.fields import StrictCharField, StrictFloatField, StrictIntegerField, StrictRegexField
+from traces.api.serializers import QuerySerializer
 
 EXPERIENCE_FIELDS = [
     "code",
@@ -32,6 +36,17 @@ EXPERIENCE_FIELDS = [
 ]
 
 
+TAG_LIST = {"type": "array", "items": {"type": "string"}}
+
+
+@extend_schema_field(
+    {
+        "type": "object",
+        "properties": {"state": TAG_LIST, "intent": TAG_LIST},
+        "additionalProperties": False,
+        "description": "words that say when the experience applies (normalised to snake_case)",
+    }
+)
 class TagsField(serializers.JSONField):
     def to_internal_value(self, data: Any) -> dict[str, list[str]]:
         if not isinstance(data, dict) or set(data) - {"state", "intent"}:
@@ -41,14 +56,30 @@ class TagsField(serializers.JSONField):
         return normalize_tags(data)
 
 
+@extend_schema_field({"type": "string", "minLength": 1, "pattern": r"\S"})
+class RuleField(StrictCharField):
+    """The body of an experience, kept as written (no trimming) but not only whitespace."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(trim_whitespace=False, **kwargs)
+
+
 class ExperienceSerializer(serializers.ModelSerializer):
+    # JSON values as typed: no "5" for an integer, no 5 for a string.
+    serializer_field_mapping = {
+        **serializers.ModelSerializer.serializer_field_mapping,
+        models.CharField: StrictCharField,
+        models.TextField: StrictCharField,
+        models.IntegerField: StrictIntegerField,
+    }
+
     tags = TagsField(required=False)
     trace_id = serializers.CharField(read_only=True, allow_null=True)
-    category = serializers.RegexField(r"^[a-z][a-z0-9_]{0,49}$", required=False)
-    confidence = serializers.FloatField(min_value=0.0, max_value=1.0, required=False)
+    category = StrictRegexField(r"^[a-z][a-z0-9_]{0,49}$", required=False)
+    confidence = StrictFloatField(min_value=0.0, max_value=1.0, required=False)
     source = serializers.ChoiceField(ExperienceSource.choices, required=False)
     status = serializers.ChoiceField(ExperienceStatus.choices, required=False)
-    rule = serializers.CharField(trim_whitespace=False)
+    rule = RuleField()
 
     class Meta:
         model = Experience
@@ -71,16 +102,18 @@ class ExperienceSerializer(serializers.ModelSerializer):
         return value.strip("\n")
 
 
-class ExperienceListQuerySerializer(serializers.Serializer):
+class ExperienceListQuerySerializer(QuerySerializer):
     status = serializers.ChoiceField(ExperienceStatus.choices, required=False)
-    category = serializers.CharField(required=False)
+    category = StrictCharField(required=False)
     source = serializers.ChoiceField(ExperienceSource.choices, required=False)
-    tag = serializers.CharField(required=False, help_text="experiences with this state or intent tag")
-    q = serializers.CharField(required=False, help_text="words in the condition or rule")
+    tag = StrictCharField(required=False, help_text="experiences with this state or intent tag")
+    q = StrictCharField(required=False, help_text="words in the condition or rule")
 
 
 class ExperienceImportSerializer(serializers.Serializer):
-    text = serializers.CharField(trim_whitespace=False, help_text="an experiences.md file")
+    text = StrictCharField(
+        trim_whitespace=False, allow_blank=True, help_text="an experiences.md file (empty: imports nothing)"
+    )
 
 
 class ExperienceImportResultSerializer(serializers.Serializer):
@@ -99,4 +132,4 @@ class SkillDetailSerializer(SkillSerializer):
 
 
 class ReflectSerializer(serializers.Serializer):
-    focus = serializers.CharField(required=False, allow_blank=True, default="", max_length=2000)
+    focus = StrictCharField(required=False, allow_blank=True, default="", max_length=2000)

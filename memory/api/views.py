@@ -25,6 +25,7 @@ from memory.skills import UnknownSkill, get_skill, load_skills
 from traces import services as trace_services
 from traces.api.parsers import BoundedJSONParser
 from traces.api.serializers import ControlResponseSerializer, ErrorSerializer
+from traces.storable import without_nul
 
 ERRORS = {400: ErrorSerializer, 401: ErrorSerializer, 403: ErrorSerializer, 404: ErrorSerializer}
 CODE = OpenApiParameter("code", str, OpenApiParameter.PATH, description="Experience code, e.g. ex_001")
@@ -46,7 +47,7 @@ class BoundedMarkdownParser(BaseParser):
                 f"request body too large; the limit is {settings.AGENT_MAX_REQUEST_BYTES} bytes"
             )
         try:
-            return {"text": body.decode("utf-8")}
+            return {"text": without_nul(body.decode("utf-8"))}
         except UnicodeDecodeError:
             raise ValidationError({"text": "the file must be UTF-8"}) from None
 

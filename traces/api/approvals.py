@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from traces.api.serializers import ErrorSerializer
+from traces.api.fields import StrictCharField
+from traces.api.serializers import ConstrainedSerializer, ErrorSerializer
 from traces.api.views import TRACE_ID, TraceAPIView
 from traces.approvals import approval_decide, approvals_for
 from traces.runner.approvals import approval_payload
@@ -30,12 +33,26 @@ class ApprovalSerializer(serializers.Serializer):
     note = serializers.CharField(allow_blank=True)
 
 
-class DecisionSerializer(serializers.Serializer):
+class DecisionSerializer(ConstrainedSerializer):
+    """Approve (arguments: the edited ones, or null for as asked) or deny (no arguments)."""
+
+    # traces/approvals.py:approval_decide takes edited arguments with an approval only.
+    # (A pattern, not an enum: drf-spectacular would turn an enum into a component.)
+    request_constraints: ClassVar[dict[str, Any]] = {
+        "not": {
+            "required": ["decision", "arguments"],
+            "properties": {
+                "decision": {"type": "string", "pattern": "^deny$"},
+                "arguments": {"type": "object"},
+            },
+        }
+    }
+
     decision = serializers.ChoiceField(choices=["approve", "deny"])
     arguments = serializers.DictField(
         required=False, allow_null=True, help_text="edited arguments (approve only)"
     )
-    note = serializers.CharField(required=False, allow_blank=True, default="")
+    note = StrictCharField(required=False, allow_blank=True, default="")
 
 
 class ApprovalListView(TraceAPIView):

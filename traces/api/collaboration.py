@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.authentication import TokenAuthentication
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from traces.api.fields import StrictCharField
 from traces.api.serializers import ErrorSerializer
 from traces.api.views import TRACE_ID, TraceAPIView
 from traces.humans import human_answer
@@ -17,7 +18,7 @@ ERRORS = {code: ErrorSerializer for code in (400, 401, 404, 409, 413)}
 
 
 class AnswerSerializer(serializers.Serializer):
-    answer = serializers.CharField(trim_whitespace=False)
+    answer = StrictCharField(trim_whitespace=False)
 
 
 class AnswerResponseSerializer(serializers.Serializer):
@@ -46,11 +47,26 @@ class HumanAnswerView(TraceAPIView):
         )
 
 
+@extend_schema_field(
+    {
+        "anyOf": [
+            {"type": "string", "minLength": 1},
+            {"type": "number"},
+            {"type": "boolean"},
+            {"type": "object", "minProperties": 1},
+            {"type": "array", "items": {}, "minItems": 1},
+        ]
+    }
+)
+class A2AContentField(serializers.JSONField):
+    """Any JSON value but null, "", [] or {} (traces/inbox.py:inbox_receive refuses those)."""
+
+
 class A2AMessageSerializer(serializers.Serializer):
-    to_trace_id = serializers.CharField(max_length=255)
-    from_agent_id = serializers.CharField(max_length=255)
-    conversation_id = serializers.CharField(max_length=255, required=False, allow_blank=True, default="")
-    content = serializers.JSONField(help_text="text, or any JSON")
+    to_trace_id = StrictCharField(max_length=255)
+    from_agent_id = StrictCharField(max_length=255)
+    conversation_id = StrictCharField(max_length=255, required=False, allow_blank=True, default="")
+    content = A2AContentField(help_text="text, or any JSON but null")
 
 
 class A2AReceivedSerializer(serializers.Serializer):

@@ -2,7 +2,8 @@
 
 Run errors carry their HTTP status (400, 404, 409); DRF's own errors keep theirs
 with the reason flattened into `error` (validation errors also list `fields`);
-an oversized body is 413. Bad input never becomes a 500.
+an oversized body is 413; a URL that matches no endpoint is a JSON 404 too
+(`not_found`, Django's handler404). Bad input never becomes a 500.
 """
 
 from __future__ import annotations
@@ -11,12 +12,16 @@ import re
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
-from django.http import Http404
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.views import defaults
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from traces.runner import RunError
+
+# Where the API is mounted (agentsite/urls.py): errors there are JSON, elsewhere pages.
+API_PREFIXES = ("/api/", "/webhook/")
 
 
 class RequestTooLarge(exceptions.APIException):
@@ -40,6 +45,13 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         data["fields"] = exc.detail
     response.data = data
     return response
+
+
+def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """handler404: an API URL no endpoint matches (e.g. a non-integer approval id) answers JSON."""
+    if not request.path.startswith(API_PREFIXES):
+        return defaults.page_not_found(request, exception)
+    return JsonResponse({"error": f"no API endpoint at {request.path}", "code": "not_found"}, status=404)
 
 
 def error_response(reason: str, code: str, status_code: int) -> Response:

@@ -3,6 +3,9 @@
 DRF reads the body from the request stream, which Django's
 DATA_UPLOAD_MAX_MEMORY_SIZE does not guard, so the limit is enforced here: by the
 declared Content-Length first, then by what is actually read.
+
+NUL characters anywhere in the body become U+FFFD (traces/storable.py), as in
+everything else the service stores: PostgreSQL keeps no NUL in text or jsonb.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from django.conf import settings
 from rest_framework.parsers import JSONParser
 
 from traces.api.errors import RequestTooLarge
+from traces.storable import without_nul
 
 
 class BoundedJSONParser(JSONParser):
@@ -26,7 +30,7 @@ class BoundedJSONParser(JSONParser):
         body = stream.read(limit + 1) if stream is not None else b""
         if len(body) > limit:
             raise RequestTooLarge(_too_large(None, limit))
-        return super().parse(io.BytesIO(body), media_type, parser_context)
+        return without_nul(super().parse(io.BytesIO(body), media_type, parser_context))
 
 
 def _too_large(size: int | None, limit: int) -> str:

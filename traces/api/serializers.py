@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
+from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from traces.api.fields import BIGGEST_INTEGER, StrictCharField, StrictIntegerField
 from traces.goal_tree import GoalTree
 from traces.models import Message, Trace, TraceEvent, TraceStatus
+from traces.storable import without_nul
 
 SUMMARY_FIELDS = [
     "trace_id",
@@ -123,21 +126,115 @@ class EventSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class TraceStartSerializer(serializers.Serializer):
+MESSAGE_KEY_CHARS = 200  # Message.tool_call_id and Message.name
+
+
+def _message_schema(roles: list[str], *, required: list[str], content: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "role": {"type": "string", "enum": roles},
+            "content": content,
+            "tool_calls": {"type": "array", "items": {"type": "object"}, "nullable": True},
+            "tool_call_id": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MESSAGE_KEY_CHARS,
+                "nullable": "tool_call_id" not in required,
+            },
+            "name": {"type": "string", "maxLength": MESSAGE_KEY_CHARS, "nullable": True},
+        },
+        "required": required,
+    }
+
+
+CONTENT_PARTS = {"type": "array", "items": {"type": "object"}}
+# What traces/runner/prepare.py:validate_messages accepts, by role.
+MESSAGE_SCHEMA = {
+    "description": "An OpenAI-format message: {role, content, tool_calls?, tool_call_id?, name?}",
+    "oneOf": [
+        _message_schema(
+            ["system", "user"],
+            required=["role", "content"],
+            content={"anyOf": [{"type": "string", "minLength": 1}, {**CONTENT_PARTS, "minItems": 1}]},
+        ),
+        _message_schema(
+            ["assistant"],
+            required=["role"],
+            content={"anyOf": [{"type": "string"}, CONTENT_PARTS], "nullable": True},
+        ),
+        _message_schema(
+            ["tool"],
+            required=["role", "tool_call_id"],
+            content={"anyOf": [{"type": "string"}, CONTENT_PARTS], "nullable": True},
+        ),
+    ],
+}
+
+
+@extend_schema_field({"type": "array", "items": MESSAGE_SCHEMA})
+class MessagesField(serializers.JSONField):
+    """OpenAI-format messages. The run service checks roles and content; this
+    refuses the wrong JSON types the schema rules out and the service passes on."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        data = super().to_internal_value(data)
+        if not isinstance(data, list):
+            raise serializers.ValidationError("messages must be a list of {role, content} objects")
+        for index, message in enumerate(data):
+            if isinstance(message, dict):
+                _check_message_types(message, f"messages[{index}]")
+        return data
+
+
+def _check_message_types(message: dict[str, Any], where: str) -> None:
+    for key, least in (("tool_call_id", 1), ("name", 0)):
+        value = message.get(key)
+        if value is not None and not (isinstance(value, str) and least <= len(value) <= MESSAGE_KEY_CHARS):
+            raise serializers.ValidationError(
+                f"{where}.{key} must be a string of {least} to {MESSAGE_KEY_CHARS} characters"
+            )
+    content, calls = message.get("content"), message.get("tool_calls")
+    if isinstance(content, list) and not all(isinstance(part, dict) for part in content):
+        raise serializers.ValidationError(f"{where}.content must be a string or a list of content parts")
+    if calls is not None and not (isinstance(calls, list) and all(isinstance(call, dict) for call in calls)):
+        raise serializers.ValidationError(f"{where}.tool_calls must be a list of objects")
+
+
+class ConstrainedSerializer(serializers.Serializer):
+    # A request body whose `validate` (or service) allows only some combinations of
+    # fields; `request_constraints` states them as JSON-schema keywords (oneOf, not)
+    # added to its request schema. No docstring: the schema would inherit it.
+    request_constraints: ClassVar[dict[str, Any]] = {}
+
+
+class ConstrainedSerializerSchema(OpenApiSerializerExtension):
+    """Adds a ConstrainedSerializer's `request_constraints` to its request schema."""
+
+    target_class = ConstrainedSerializer
+    match_subclasses = True
+
+    def map_serializer(self, auto_schema: Any, direction: Any) -> Any:
+        schema = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
+        if direction == "request":
+            schema.update(self.target.request_constraints)
+        return schema
+
+
+class TraceStartSerializer(ConstrainedSerializer):
     """POST /api/traces: `messages` (OpenAI format) or the `task` shorthand for one user message."""
 
-    messages = serializers.JSONField(
-        required=False, help_text="OpenAI-format messages: [{role, content}, ...]"
-    )
-    task = serializers.CharField(
-        required=False, allow_blank=False, help_text="Shorthand for one user message"
-    )
-    model = serializers.CharField(required=False, allow_null=True, allow_blank=True)
-    preset = serializers.CharField(required=False, allow_null=True, help_text="Agent preset (agent_type)")
-    name = serializers.CharField(required=False, allow_null=True, allow_blank=True, max_length=200)
-    uid = serializers.CharField(required=False, allow_null=True, max_length=200)
+    request_constraints: ClassVar[dict[str, Any]] = {
+        "oneOf": [{"required": ["messages"]}, {"required": ["task"]}]
+    }
+    messages = MessagesField(required=False, help_text="OpenAI-format messages, at least one from the user")
+    task = StrictCharField(required=False, allow_blank=False, help_text="Shorthand for one user message")
+    model = StrictCharField(required=False, allow_null=True, allow_blank=True, max_length=200)
+    preset = StrictCharField(required=False, allow_null=True, help_text="Agent preset (agent_type)")
+    name = StrictCharField(required=False, allow_null=True, allow_blank=True, max_length=200)
+    uid = StrictCharField(required=False, allow_null=True, max_length=200)
     context = serializers.DictField(required=False)
-    tools = serializers.ListField(child=serializers.CharField(), required=False, allow_null=True)
+    tools = serializers.ListField(child=StrictCharField(), required=False, allow_null=True)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if ("messages" in attrs) == ("task" in attrs):
@@ -150,8 +247,10 @@ class TraceStartSerializer(serializers.Serializer):
 class TraceRunSerializer(serializers.Serializer):
     """POST /api/traces/{id}/run: continue (no after_sequence), rewind or regenerate (empty messages)."""
 
-    messages = serializers.JSONField(required=False, default=list)
-    after_sequence = serializers.IntegerField(required=False, allow_null=True, min_value=1)
+    messages = MessagesField(required=False, default=list)
+    after_sequence = StrictIntegerField(
+        required=False, allow_null=True, min_value=1, max_value=BIGGEST_INTEGER
+    )
 
 
 class ControlResponseSerializer(serializers.Serializer):
@@ -164,26 +263,46 @@ class ErrorSerializer(serializers.Serializer):
     code = serializers.CharField()
 
 
-class TraceListQuerySerializer(serializers.Serializer):
+class QuerySerializer(serializers.Serializer):
+    """Query parameters read as given: an empty `?uid=` is refused like any blank
+    value (DRF would treat it as absent), so the API does what the schema says."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        return super().to_internal_value(without_nul(data.dict() if hasattr(data, "dict") else data))
+
+
+class TraceListQuerySerializer(QuerySerializer):
     status = serializers.ChoiceField(choices=TraceStatus.choices, required=False)
-    agent_type = serializers.CharField(required=False)
-    uid = serializers.CharField(required=False)
-    parent = serializers.CharField(required=False, help_text="Parent trace id; 'none' for top-level traces")
-    q = serializers.CharField(required=False, help_text="Text search in name and task")
+    agent_type = StrictCharField(required=False)
+    uid = StrictCharField(required=False)
+    parent = StrictCharField(required=False, help_text="Parent trace id; 'none' for top-level traces")
+    q = StrictCharField(required=False, help_text="Text search in name and task")
 
 
-class MessagesQuerySerializer(serializers.Serializer):
+class MessagesQuerySerializer(QuerySerializer):
     mode = serializers.ChoiceField(choices=["main_path", "all"], required=False, default="main_path")
     after = serializers.IntegerField(
-        required=False, default=0, min_value=0, help_text="only messages with a sequence above this one"
+        required=False,
+        default=0,
+        min_value=0,
+        max_value=BIGGEST_INTEGER,
+        help_text="only messages with a sequence above this one",
     )
     limit = serializers.IntegerField(
-        required=False, default=None, min_value=1, help_text="at most this many messages (default: all)"
+        required=False,
+        default=None,
+        min_value=1,
+        max_value=BIGGEST_INTEGER,
+        help_text="at most this many messages (default: all)",
     )
 
 
-class EventsQuerySerializer(serializers.Serializer):
-    since = serializers.IntegerField(required=False, default=0, min_value=0)
+class EventsQuerySerializer(QuerySerializer):
+    since = serializers.IntegerField(required=False, default=0, min_value=0, max_value=BIGGEST_INTEGER)
     limit = serializers.IntegerField(
-        required=False, default=None, min_value=1, help_text="at most this many events (default: all)"
+        required=False,
+        default=None,
+        min_value=1,
+        max_value=BIGGEST_INTEGER,
+        help_text="at most this many events (default: all)",
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
+import traces.api.converters  # noqa: F401  (registers the "key" converter)
 from traces.api import approvals, collaboration, views
 
 app_name = "traces-api"
@@ -11,16 +12,16 @@ app_name = "traces-api"
 urlpatterns = [
     path("traces", views.TraceListView.as_view(), name="trace-list"),
     path("traces/running", views.RunningTraceListView.as_view(), name="trace-running"),
-    path("traces/<str:trace_id>", views.TraceDetailView.as_view(), name="trace-detail"),
-    path("traces/<str:trace_id>/messages", views.TraceMessagesView.as_view(), name="trace-messages"),
-    path("traces/<str:trace_id>/events", views.TraceEventsView.as_view(), name="trace-events"),
-    path("traces/<str:trace_id>/run", views.TraceRunView.as_view(), name="trace-run"),
-    path("traces/<str:trace_id>/stop", views.TraceStopView.as_view(), name="trace-stop"),
-    path("traces/<str:trace_id>/approvals", approvals.ApprovalListView.as_view(), name="approval-list"),
+    path("traces/<key:trace_id>", views.TraceDetailView.as_view(), name="trace-detail"),
+    path("traces/<key:trace_id>/messages", views.TraceMessagesView.as_view(), name="trace-messages"),
+    path("traces/<key:trace_id>/events", views.TraceEventsView.as_view(), name="trace-events"),
+    path("traces/<key:trace_id>/run", views.TraceRunView.as_view(), name="trace-run"),
+    path("traces/<key:trace_id>/stop", views.TraceStopView.as_view(), name="trace-stop"),
+    path("traces/<key:trace_id>/approvals", approvals.ApprovalListView.as_view(), name="approval-list"),
     path(
-        "traces/<str:trace_id>/approvals/<int:approval_id>",
+        "traces/<key:trace_id>/approvals/<int:approval_id>",
         approvals.ApprovalDecideView.as_view(),
         name="approval-decide",
     ),
-    path("traces/<str:trace_id>/answer", collaboration.HumanAnswerView.as_view(), name="trace-answer"),
+    path("traces/<key:trace_id>/answer", collaboration.HumanAnswerView.as_view(), name="trace-answer"),
 ]
