@@ -250,6 +250,8 @@ if AGENT_CONFIRM_POLICY not in ("auto", "ask-risky", "ask-all"):
     raise ImproperlyConfigured(
         f"AGENT_CONFIRM_POLICY={AGENT_CONFIRM_POLICY!r}: use auto, ask-risky or ask-all"
     )
+# G5: sub-agents are gated like their parent unless this lets them auto-approve.
+AGENT_SUBAGENT_AUTO_APPROVE = env_bool("AGENT_SUBAGENT_AUTO_APPROVE", False)
 # G5: who may approve, deny or edit a waiting tool call: staff (experts) only, or
 # also the trace's owner.
 AGENT_APPROVERS = env_str("AGENT_APPROVERS", "staff")

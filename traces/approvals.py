@@ -14,7 +14,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from traces.models import Approval, ApprovalStatus, Trace, TraceStatus
@@ -25,10 +25,13 @@ DECISIONS = {"approve": ApprovalStatus.APPROVED, "deny": ApprovalStatus.DENIED}
 
 
 def approvals_for(*, user: Any, trace_id: str) -> QuerySet[Approval]:
+    """The approvals of a trace and of its sub-agents (ids `{trace_id}@...`), which
+    its run waits on (G5)."""
     trace = traces_visible_to(user).filter(pk=trace_id).first()
     if trace is None:
         raise TraceNotFound(f"trace {trace_id!r} does not exist")
-    return Approval.objects.filter(trace=trace).select_related("decided_by").order_by("requested_at")
+    mine_or_children = Q(trace=trace) | Q(trace__trace_id__startswith=f"{trace.trace_id}@")
+    return Approval.objects.filter(mine_or_children).select_related("decided_by").order_by("requested_at")
 
 
 def may_decide(*, user: Any, trace: Trace) -> bool:
@@ -91,9 +94,23 @@ def approval_decide(
 
 
 def _resume_when_decided(*, user: Any, trace: Trace) -> None:
+    """Once nothing of `trace` is pending, resume it; a sub-agent through the run
+    that waits on it (its parent's open agent call runs the child on)."""
     from traces.services import trace_continue
 
     trace.refresh_from_db()
     pending = Approval.objects.filter(trace=trace, status=ApprovalStatus.PENDING).exists()
-    if trace.status == TraceStatus.WAITING and not pending:
-        trace_continue(user=user, trace_id=trace.trace_id, messages=[])
+    if trace.status != TraceStatus.WAITING or pending:
+        return
+    target = trace
+    while target.parent_trace_id:
+        parent = Trace.objects.filter(pk=target.parent_trace_id, status=TraceStatus.WAITING).first()
+        if parent is None or not _waits_on(parent, target.trace_id):
+            break
+        target = parent
+    trace_continue(user=user, trace_id=target.trace_id, messages=[])
+
+
+def _waits_on(parent: Trace, child_id: str) -> bool:
+    calls = (parent.context or {}).get("sub_trace_calls") or {}
+    return any(child_id in (noted.get("sub_trace_ids") or []) for noted in calls.values())

@@ -203,12 +203,39 @@ def child_tool_names(runner: Any, agent_type: str) -> list[str]:
     return [t.name for t in offered if t.name not in NO_RECURSION]
 
 
+def child_confirm_policy(parent: Trace) -> str | None:
+    """G5: a child is gated like its parent (the parent's effective policy), unless
+    the deployment lets sub-agents auto-approve."""
+    if settings.AGENT_SUBAGENT_AUTO_APPROVE:
+        return "auto"
+    return (parent.run_settings or {}).get("confirm_policy")
+
+
+def noted_children(trace: Trace, tool_call_id: str | None) -> list[str]:
+    """The children an earlier execution of this call started (a call resumed after a
+    child waited for an expert runs them on instead of starting new ones)."""
+    noted = ((trace.context or {}).get("sub_trace_calls") or {}).get(tool_call_id or "") or {}
+    return list(noted.get("sub_trace_ids") or [])
+
+
+def outcome_of(child: Trace) -> ChildOutcome:
+    return ChildOutcome(child.trace_id, child.status, summary=child.result_summary, error=child.error_message)
+
+
 def run_child(
     runner: Any, parent: Trace, goal_id: str | None, spec: ChildSpec, tool_call_id: str | None
 ) -> ChildOutcome:
-    """Run one child to its end with `runner` (in the calling thread)."""
+    """Run one child to its end with `runner` (in the calling thread).
+
+    An existing child with nothing new to say (a resumed call) runs on only while
+    it waits for a decision; one that ended meanwhile reports how it ended.
+    """
     from traces.runner import RunConfig, RunError
 
+    if spec.existing and not spec.task and not spec.messages:
+        child = Trace.objects.get(pk=spec.trace_id)
+        if child.status != TraceStatus.WAITING:
+            return outcome_of(child)
     before = figures(Trace.objects.filter(pk=spec.trace_id).first()) if spec.existing else {}
     task_message = [{"role": "user", "content": spec.task}] if spec.task else []
     try:
@@ -231,6 +258,7 @@ def run_child(
                 parent_trace_id=parent.trace_id,
                 parent_goal_id=goal_id,
                 new_trace_id=spec.trace_id,
+                confirm_policy=child_confirm_policy(parent),
                 context={"agent_call_mode": spec.mode, "parent_tool_call_id": tool_call_id},
             )
             result = runner.run_result([*spec.messages, *task_message], config)

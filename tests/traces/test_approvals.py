@@ -121,8 +121,11 @@ def test_a_waiting_trace_refuses_new_messages_until_its_calls_are_decided(runner
         runner.run_result(user("hurry up"), RunConfig(trace_id=trace.trace_id))
 
 
-def test_auto_policy_and_sub_agents_do_not_ask(runner, llm, integrator, workspace_root, settings):
+def test_auto_policy_and_sub_agents_allowed_to_auto_approve_do_not_ask(
+    runner, llm, integrator, workspace_root, settings
+):
     settings.AGENT_CONFIRM_POLICY = "ask-risky"
+    settings.AGENT_SUBAGENT_AUTO_APPROVE = True
     parent = Trace.objects.create(trace_id="parent-1", status="completed")
     llm.script(
         "scripted",
@@ -216,3 +219,47 @@ def test_an_inactive_staff_user_may_not_decide(runner, llm, integrator, expert):
     expert.save()
     with pytest.raises(NotAllowed):
         approval_decide(user=expert, trace_id=trace.trace_id, approval_id=approval.pk, decision="approve")
+
+
+def test_a_sub_agents_risky_call_waits_for_an_expert_and_runs_after_approval(
+    runner, llm, integrator, expert, api_client, inline_worker, workspace_root
+):
+    llm.script(
+        "scripted",
+        [
+            Reply(tool_calls=[ToolCall("agent", {"task": "write out.txt"})]),
+            Reply(tool_calls=[ToolCall("write", {"path": "out.txt", "content": "from the child"})]),
+            Reply(text="written"),
+            Reply(text="done"),
+        ],
+    )
+    first = runner.run_result(
+        user("delegate the write"), RunConfig(confirm_policy="ask-risky", owner_id=integrator.pk)
+    )
+
+    assert first.status == "waiting"  # the parent waits durably on its child's approval
+    child = Trace.objects.get(parent_trace_id=first.trace_id)
+    approval = Approval.objects.get()
+    assert (child.status, approval.trace_id, approval.tool_name) == ("waiting", child.trace_id, "write")
+    written = workspace_root / first.trace_id / "out.txt"
+    assert not written.exists()
+    assert TraceEvent.objects.filter(trace_id=first.trace_id, type="subagent_waiting").exists()
+    base = f"/api/traces/{first.trace_id}/approvals"
+    listed = api_client(expert).get(base).json()
+    assert [(a["approval_id"], a["trace_id"]) for a in listed] == [(approval.pk, child.trace_id)]
+    assert (
+        api_client(integrator)
+        .post(f"{base}/{approval.pk}", {"decision": "approve"}, format="json")
+        .status_code
+        == 403
+    )
+
+    with inline_worker():
+        decided = api_client(expert).post(f"{base}/{approval.pk}", {"decision": "approve"}, format="json")
+
+    assert decided.status_code == 200
+    parent = Trace.objects.get(pk=first.trace_id)
+    child.refresh_from_db()
+    assert (parent.status, parent.result_summary, child.status) == ("completed", "done", "completed")
+    assert written.read_text() == "from the child"
+    assert Trace.objects.filter(parent_trace_id=first.trace_id).count() == 1  # the same child ran on

@@ -9,7 +9,7 @@ from memory.presets import UnknownPreset, get_preset
 from tools.models import ToolContext, ToolError, ToolResult
 from tools.registry import tool
 from traces import remote, subtraces
-from traces.models import Trace
+from traces.models import Trace, TraceStatus
 from traces.subtraces import ChildOutcome, ChildSpec
 
 MAX_EXPLORE = 8
@@ -63,6 +63,19 @@ def agent(
     return _delegate(ctx, task, preloaded, continue_from, agent_type or "", skills)
 
 
+def waiting_result(outcomes: list[ChildOutcome], mode: str) -> ToolResult | None:
+    """When a child waits for an expert (its own approval, G5), the calling run waits too:
+    the call stays open and runs again once the decision is made."""
+    waiting = [o.trace_id for o in outcomes if o.status == TraceStatus.WAITING]
+    if not waiting:
+        return None
+    return ToolResult(
+        title=f"Waiting: sub-agent {', '.join(waiting)} waits for an expert's approval",
+        output="the sub-agent asked for an approval; this call resumes once an expert decides",
+        metadata={"suspend": True, "sub_trace_ids": waiting, "mode": mode},
+    )
+
+
 def _check_messages(messages: Any) -> list[dict[str, Any]]:
     if messages is None:
         return []
@@ -109,7 +122,9 @@ def _finish(ctx: ToolContext, mode: str, goal: Any, outcomes: list[ChildOutcome]
         subtraces.collaborator_upsert(trace, _collaborator(outcome.trace_id, task, mode, status, summary))
         if store is None:
             continue
-        if outcome.paused:  # seed 002: the parent hears that its child paused at the step limit
+        if outcome.status == TraceStatus.WAITING:
+            store.emit("subagent_waiting", {"mode": mode, **outcome.as_dict(), "reason": "approval"})
+        elif outcome.paused:  # seed 002: the parent hears that its child paused at the step limit
             store.emit("subagent_paused", {"mode": mode, **outcome.as_dict(), "reason": "step_limit"})
         else:
             store.emit("sub_trace_completed", {"mode": mode, **outcome.as_dict(), "summary": summary})
@@ -136,7 +151,13 @@ def _delegate(
     skills: list[str] | None,
 ) -> ToolResult:
     parent = ctx.trace
-    if continue_from:
+    noted = subtraces.noted_children(parent, ctx.tool_call_id)
+    if noted:  # this call ran before and its sub-agent waited for an expert: run it on
+        child = Trace.objects.get(pk=noted[0])
+        spec = ChildSpec(
+            child.trace_id, "", [], child.agent_type or "default", mode="delegate", existing=True
+        )
+    elif continue_from:
         child = Trace.objects.filter(pk=continue_from).first()
         if child is None or child.parent_trace_id != parent.trace_id:
             raise ToolError(f"no sub-trace {continue_from!r} of this trace to continue")
@@ -159,7 +180,7 @@ def _delegate(
     with subtraces.stop_cascade(parent.trace_id, [spec.trace_id]):
         outcome = subtraces.run_child(ctx.runner, parent, goal_id, spec, ctx.tool_call_id)
     _finish(ctx, "delegate", goal, [outcome], [task])
-    return _result("delegate", [outcome], [task])
+    return waiting_result([outcome], "delegate") or _result("delegate", [outcome], [task])
 
 
 def _explore(
@@ -177,6 +198,7 @@ def _explore(
         raise ToolError(f"at most {MAX_EXPLORE} parallel explorations at once (got {len(tasks)})")
     kind = _preset(agent_type)
     parent = ctx.trace
+    noted = subtraces.noted_children(parent, ctx.tool_call_id)
     specs = [
         ChildSpec(
             subtraces.sub_trace_id(parent.trace_id, "explore", index),
@@ -189,13 +211,15 @@ def _explore(
         )
         for index, (task, task_messages) in enumerate(zip(tasks, messages, strict=True), start=1)
     ]
+    if len(noted) == len(specs):  # a resumed call: its children run on (or report how they ended)
+        specs = [ChildSpec(sub_id, "", [], kind, mode="explore", existing=True) for sub_id in noted]
     goal = subtraces.calling_goal(ctx.goal_tree, ctx.goal_id, "Explore: " + "; ".join(tasks))
     goal_id = goal.goal_id if goal is not None else None
     _start(ctx, "explore", [s.trace_id for s in specs], tasks, goal_id)
     with subtraces.stop_cascade(parent.trace_id, [s.trace_id for s in specs]):
         outcomes = subtraces.run_children_concurrently(ctx.runner, parent, goal_id, specs, ctx.tool_call_id)
     _finish(ctx, "explore", goal, outcomes, tasks)
-    return _result("explore", outcomes, tasks)
+    return waiting_result(outcomes, "explore") or _result("explore", outcomes, tasks)
 
 
 def _remote(

@@ -6,6 +6,7 @@ import json
 import re
 from typing import Any
 
+from tools.builtin.agent import waiting_result
 from tools.models import ToolContext, ToolError, ToolResult
 from tools.registry import tool
 from traces import subtraces
@@ -64,7 +65,10 @@ def evaluate(
         for m in (messages or [])
         if isinstance(m, dict) and m.get("role") in ("system", "user", "assistant")
     ]
-    if continue_from:
+    noted = subtraces.noted_children(parent, ctx.tool_call_id)
+    if noted:  # this call ran before and its reviewer waited for an expert: run it on
+        spec = ChildSpec(noted[0], "", [], "explore", mode="evaluate", existing=True)
+    elif continue_from:
         child = Trace.objects.filter(pk=continue_from, parent_trace_id=parent.trace_id).first()
         if child is None:
             raise ToolError(f"no sub-trace {continue_from!r} of this trace to continue")
@@ -101,6 +105,9 @@ def evaluate(
         )
         store.commit()
     outcome = subtraces.run_child(ctx.runner, parent, goal_id, spec, ctx.tool_call_id)
+    waiting = waiting_result([outcome], "evaluate")
+    if waiting is not None:
+        return waiting
     judgement = parse_judgement(outcome.summary or "")
     subtraces.mark_agent_call(tree, goal, "evaluate", [outcome], [f"evaluate goal {target.goal_id}"])
     subtraces.collaborator_upsert(

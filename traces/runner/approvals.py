@@ -1,8 +1,9 @@
 """The confirm gate (G5): risky tool calls wait for an expert.
 
 Policy, most specific first: the run's `RunConfig.confirm_policy`, the preset's
-`confirm_policy`, then `AGENT_CONFIRM_POLICY`; sub-agents auto-approve unless their
-run or preset names a policy. Policies:
+`confirm_policy`, then `AGENT_CONFIRM_POLICY`. Sub-agents are gated like their
+parent (their run gets the parent's policy, traces/subtraces.py:child_confirm_policy)
+unless the deployment sets `AGENT_SUBAGENT_AUTO_APPROVE`. Policies:
 
 - `auto`: every call runs;
 - `ask-risky`: calls of tools declared `risk="risky"` (bash, write, edit, ...) wait;
@@ -47,7 +48,8 @@ def confirm_policy(trace: Trace, run_policy: str | None, preset: Any) -> str:
     )
     policy = run_policy or preset_policy
     if policy is None:
-        policy = "auto" if trace.parent_trace_id else getattr(settings, "AGENT_CONFIRM_POLICY", "auto")
+        auto_child = trace.parent_trace_id and settings.AGENT_SUBAGENT_AUTO_APPROVE
+        policy = "auto" if auto_child else settings.AGENT_CONFIRM_POLICY
     return policy
 
 
@@ -103,6 +105,7 @@ def approval_payload(approval: Approval) -> dict[str, Any]:
     """An approval as events and the API show it."""
     return {
         "approval_id": approval.pk,
+        "trace_id": approval.trace_id,
         "tool_call_id": approval.tool_call_id,
         "message_sequence": approval.message_sequence,
         "tool": approval.tool_name,
