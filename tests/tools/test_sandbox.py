@@ -273,7 +273,7 @@ def test_a_fork_bomb_is_bounded(run_tool: RunTool, settings) -> None:
         watcher.join()
 
     assert time.monotonic() - started < 12
-    assert 0 < peak <= 32
+    assert 0 < peak <= 32 + 1  # bwrap itself carries the marker too, outside the count
     assert "[a new process could not start: at most 32 may run at once]" in result.output
     assert (
         result.is_error
