@@ -213,6 +213,20 @@ AGENT_TOOL_OUTPUT_LIMIT = env_int("AGENT_TOOL_OUTPUT_LIMIT", 50_000, minimum=100
 # X1: every process a tool starts runs under bubblewrap (tools/sandbox/). Off only by
 # an explicit AGENT_SANDBOX=off, which runs commands unconfined (a warning says so).
 AGENT_SANDBOX = env_bool("AGENT_SANDBOX", True)
+# G5 per-call confirmation: which bash commands ask an expert under ask-risky
+# (tools/bash_rules.py); a JSON object name -> regex replaces the built-in rules.
+AGENT_BASH_CONFIRM_RULES: dict[str, str] | None = None
+if _rules := env_str("AGENT_BASH_CONFIRM_RULES"):
+    try:
+        AGENT_BASH_CONFIRM_RULES = json.loads(_rules)
+        if not isinstance(AGENT_BASH_CONFIRM_RULES, dict):
+            raise ValueError("not a JSON object")
+        for _name, _pattern in AGENT_BASH_CONFIRM_RULES.items():
+            re.compile(_pattern)
+    except (ValueError, TypeError, re.error) as exc:
+        raise ImproperlyConfigured(
+            f"AGENT_BASH_CONFIRM_RULES must be a JSON object of name -> regular expression: {exc}"
+        ) from None
 AGENT_SANDBOX_BWRAP = env_str("AGENT_SANDBOX_BWRAP", "bwrap")
 AGENT_SANDBOX_NETWORK = env_bool("AGENT_SANDBOX_NETWORK", False)
 # Variables of the server's environment a sandboxed command may see (names only).
@@ -383,3 +397,44 @@ if Q_CLUSTER["timeout"] >= Q_CLUSTER["retry"]:
 # ORM broker redelivers after `retry`; Redis delivers at most once): the sweep
 # ends it as failed (W5).
 AGENT_QUEUE_GRACE_SECONDS = env_int("AGENT_QUEUE_GRACE_SECONDS", 2 * Q_CLUSTER["retry"], minimum=60)
+
+# --- Notifications (traces/notifications.py) --------------------------------
+
+# Who is told when a run waits for an approval or an answer, needs attention or
+# fails: signed webhooks (these URLs plus a preset's extra["notify_webhooks"]) and,
+# with AGENT_NOTIFY_EMAIL, e-mail to the trace's owner and the experts.
+notify_kinds = ("waiting_approval", "waiting_answer", "attention", "failed")
+AGENT_NOTIFY_WEBHOOK_URLS = env_list("AGENT_NOTIFY_WEBHOOK_URLS", [])
+if bad_urls := [u for u in AGENT_NOTIFY_WEBHOOK_URLS if not re.match(r"https?://[^/\s]+", u)]:
+    # Not quoted: a webhook URL may carry a token.
+    raise ImproperlyConfigured(f"AGENT_NOTIFY_WEBHOOK_URLS: {len(bad_urls)} entries are not http(s) URLs")
+AGENT_NOTIFY_WEBHOOK_SECRET = env_str("AGENT_NOTIFY_WEBHOOK_SECRET")
+if AGENT_NOTIFY_WEBHOOK_URLS and not AGENT_NOTIFY_WEBHOOK_SECRET:
+    raise ImproperlyConfigured(
+        "AGENT_NOTIFY_WEBHOOK_URLS needs AGENT_NOTIFY_WEBHOOK_SECRET (every webhook is signed)"
+    )
+AGENT_NOTIFY_EVENTS = env_list("AGENT_NOTIFY_EVENTS", list(notify_kinds))
+if unknown_kinds := sorted(set(AGENT_NOTIFY_EVENTS) - set(notify_kinds)):
+    raise ImproperlyConfigured(
+        f"AGENT_NOTIFY_EVENTS names unknown kinds {', '.join(unknown_kinds)}; use {', '.join(notify_kinds)}"
+    )
+# Retries after the first attempt, on connection errors, 5xx and 429; waits of
+# AGENT_NOTIFY_BACKOFF seconds, doubling, at most AGENT_NOTIFY_BACKOFF_MAX.
+AGENT_NOTIFY_RETRIES = env_int("AGENT_NOTIFY_RETRIES", 5, minimum=0)
+AGENT_NOTIFY_BACKOFF = env_float("AGENT_NOTIFY_BACKOFF", 2.0, minimum=0.0)
+AGENT_NOTIFY_BACKOFF_MAX = env_float("AGENT_NOTIFY_BACKOFF_MAX", 120.0, minimum=0.0)
+AGENT_NOTIFY_TIMEOUT = env_float("AGENT_NOTIFY_TIMEOUT", 10.0, minimum=0.1)
+AGENT_NOTIFY_EMAIL = env_bool("AGENT_NOTIFY_EMAIL", False)
+# The address people open the portal and the API at: the base of every link sent.
+AGENT_PUBLIC_URL = env_str("AGENT_PUBLIC_URL", "http://localhost:8000").rstrip("/")
+if not re.match(r"https?://[^/\s]+", AGENT_PUBLIC_URL):
+    raise ImproperlyConfigured(f"AGENT_PUBLIC_URL={AGENT_PUBLIC_URL!r} is not an http(s) URL")
+# Django's mail settings, for AGENT_NOTIFY_EMAIL (SMTP unless EMAIL_BACKEND says otherwise).
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 30, minimum=1)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "agentsite@localhost")

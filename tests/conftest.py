@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,3 +27,16 @@ def _end_other_sessions_before_teardown(django_db_setup: Any, django_db_blocker:
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
             "WHERE datname = current_database() AND pid <> pg_backend_pid()"
         )
+
+
+@pytest.fixture
+def sandboxed() -> None:
+    """Skip a test that needs bubblewrap where it cannot run; in CI (CI=true), which installs it, fail."""
+    from tools import sandbox
+
+    reason = sandbox.unavailable_reason()
+    if reason is None:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"the sandbox must run in CI: {reason}")
+    pytest.skip(f"the sandbox cannot run here: {reason}")

@@ -45,6 +45,10 @@ class Tool:
     # Why the tool cannot run on this server (e.g. not configured), or None; an
     # unavailable tool is not offered to runs.
     unavailable: Callable[[], str | None] | None = None
+    # Per-call confirmation (seed 002 request_confirm): given a call's arguments, the
+    # question to put to an expert before it runs, or None when it may run as is.
+    # Under `ask-risky` a tool with this hook waits only when it asks.
+    confirm: Callable[[dict[str, Any]], str | None] | None = None
 
     def unavailable_reason(self) -> str | None:
         return self.unavailable() if self.unavailable is not None else None
@@ -126,6 +130,7 @@ def build_tool(
     timeout: float | None = None,
     inline: bool = False,
     unavailable: Callable[[], str | None] | None = None,
+    confirm: Callable[[dict[str, Any]], str | None] | None = None,
 ) -> Tool:
     if risk not in RISK_LEVELS:
         raise ValueError(f"risk must be one of {RISK_LEVELS}")
@@ -165,6 +170,7 @@ def build_tool(
         inline=inline,
         param_names=param_names,
         unavailable=unavailable,
+        confirm=confirm,
     )
 
 
@@ -336,6 +342,7 @@ def tool(
     timeout: float | None = None,
     inline: bool = False,
     unavailable: Callable[[], str | None] | None = None,
+    confirm: Callable[[dict[str, Any]], str | None] | None = None,
     registry: ToolRegistry | None = None,
 ) -> Any:
     """Register a function as a tool. Usable bare (`@tool`) or with options."""
@@ -350,6 +357,7 @@ def tool(
             timeout=timeout,
             inline=inline,
             unavailable=unavailable,
+            confirm=confirm,
         )
         (registry or default_registry).register(built)
         f.tool = built  # type: ignore[attr-defined]

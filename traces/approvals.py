@@ -19,9 +19,11 @@ from django.utils import timezone
 
 from traces.models import Approval, ApprovalStatus, Trace, TraceStatus
 from traces.runner import InvalidRun, NotAllowed, RunConflict, TraceNotFound
+from traces.runner.approvals import RUN_APPROVED
 from traces.selectors import traces_visible_to
 
 DECISIONS = {"approve": ApprovalStatus.APPROVED, "deny": ApprovalStatus.DENIED}
+SCOPES = ("call", "run")
 
 
 def approvals_for(*, user: Any, trace_id: str) -> QuerySet[Approval]:
@@ -51,8 +53,13 @@ def approval_decide(
     decision: str,
     arguments: dict[str, Any] | None = None,
     note: str = "",
+    scope: str = "call",
 ) -> Approval:
     """Approve (optionally with edited arguments) or deny one waiting call, then resume the trace.
+
+    `scope="run"` (approve only) also lets every later call of the same tool in
+    the trace's current run go without asking (seed 002 "run everything"); it is
+    recorded on the approval and lasts until the run ends.
 
     Raises TraceNotFound (404) for a trace or approval `user` cannot see,
     NotAllowed (403) for a user who may see it but not decide (`may_decide`),
@@ -65,6 +72,8 @@ def approval_decide(
         raise InvalidRun("arguments (an object) may only come with an approve decision")
     if not isinstance(note, str):
         raise InvalidRun("note must be a string")
+    if scope not in SCOPES or (scope == "run" and decision != "approve"):
+        raise InvalidRun(f"scope must be one of {', '.join(SCOPES)}; 'run' only with an approve decision")
     approval = approvals_for(user=user, trace_id=trace_id).filter(pk=approval_id).first()
     if approval is None:
         raise TraceNotFound(f"approval {approval_id} of trace {trace_id!r} does not exist")
@@ -84,13 +93,28 @@ def approval_decide(
             decided_by=user,
             decided_at=timezone.now(),
             decision_note=note,
+            scope=scope,
         )
         if not decided:
             approval.refresh_from_db()
             raise RunConflict(f"approval {approval.pk} was already decided ({approval.status})")
+        if scope == "run":
+            _approve_for_run(approval)
     approval.refresh_from_db()
     _resume_when_decided(user=user, trace=approval.trace)
     return approval
+
+
+def _approve_for_run(approval: Approval) -> None:
+    """Note the tool in the waiting trace's context, where the gate looks (the run
+    that resumes it reads the row afresh; it drops the note when it ends)."""
+    trace = Trace.objects.select_for_update().get(pk=approval.trace_id)
+    if trace.status != TraceStatus.WAITING:
+        raise RunConflict(f"trace {trace.trace_id} is {trace.status}; approve this call alone")
+    approved = dict((trace.context or {}).get(RUN_APPROVED) or {})
+    approved[approval.tool_name] = approval.pk
+    trace.context = {**(trace.context or {}), RUN_APPROVED: approved}
+    trace.save(update_fields=["context"])
 
 
 def _resume_when_decided(*, user: Any, trace: Trace) -> None:

@@ -277,8 +277,14 @@ class Approval(models.Model):
     arguments = models.JSONField(default=dict, blank=True)
     edited_arguments = models.JSONField(blank=True, null=True)
     risk = models.CharField(max_length=16, default="risky")
+    # What the tool asks of the expert for this very call (a matched risk rule), if anything.
+    question = models.TextField(blank=True, default="")
     status = models.CharField(
         max_length=16, choices=ApprovalStatus.choices, default=ApprovalStatus.PENDING, db_index=True
+    )
+    # "run": the expert approved every later call of this tool in the trace's current run too.
+    scope = models.CharField(
+        max_length=8, choices=[("call", "this call"), ("run", "the rest of the run")], default="call"
     )
     requested_at = models.DateTimeField(default=timezone.now)
     decided_at = models.DateTimeField(blank=True, null=True)

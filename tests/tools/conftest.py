@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from tools import sandbox
 from tools.models import ToolContext, ToolResult
 from tools.registry import default_registry
 
@@ -54,17 +53,6 @@ def run_tool(ctx: ToolContext) -> RunTool:
         return default_registry.execute(name, raw, ctx, offered=BUILTIN_TOOLS if offered is None else offered)
 
     return run
-
-
-@pytest.fixture
-def sandboxed() -> None:
-    """Skip a test that needs bubblewrap where it cannot run; in CI (CI=true), which installs it, fail."""
-    reason = sandbox.unavailable_reason()
-    if reason is None:
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"the sandbox must run in CI: {reason}")
-    pytest.skip(f"the sandbox cannot run here: {reason}")
 
 
 def host_processes(marker: str) -> list[int]:

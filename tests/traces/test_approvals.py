@@ -10,7 +10,7 @@ import pytest
 from tests.scripted_llm import Reply, ToolCall
 from traces.approvals import approval_decide
 from traces.models import Approval, Message, Trace, TraceEvent
-from traces.runner import NotAllowed, RunConfig, RunConflict
+from traces.runner import InvalidRun, NotAllowed, RunConfig, RunConflict
 
 pytestmark = pytest.mark.django_db
 
@@ -263,3 +263,61 @@ def test_a_sub_agents_risky_call_waits_for_an_expert_and_runs_after_approval(
     assert (parent.status, parent.result_summary, child.status) == ("completed", "done", "completed")
     assert written.read_text() == "from the child"
     assert Trace.objects.filter(parent_trace_id=first.trace_id).count() == 1  # the same child ran on
+
+
+def test_under_ask_risky_bash_asks_only_for_commands_matching_a_risk_rule(
+    runner, llm, integrator, expert, inline_worker, workspace_root, sandboxed
+):
+    llm.script(
+        "scripted",
+        [
+            Reply(tool_calls=[ToolCall("bash", {"command": "ls"})]),
+            Reply(tool_calls=[ToolCall("bash", {"command": "rm -rf build"})]),
+            Reply(tool_calls=[ToolCall("bash", {"command": "rm -f notes.txt"})]),
+            Reply(text="cleaned"),
+            Reply(tool_calls=[ToolCall("bash", {"command": "rm -f again.txt"})]),
+        ],
+    )
+    first = runner.run_result(user("clean up"), RunConfig(confirm_policy="ask-risky", owner_id=integrator.pk))
+
+    assert first.status == "waiting"
+    approval = Approval.objects.get()  # `ls` ran without asking
+    assert approval.arguments == {"command": "rm -rf build"}
+    assert "'deletion'" in approval.question and "rm -rf build" in approval.question
+    asked = TraceEvent.objects.get(trace_id=first.trace_id, type="confirm_required").payload
+    assert asked["question"] == approval.question
+    ls_result = Message.objects.filter(trace_id=first.trace_id, role="tool").first()
+    assert ls_result.kind == "" and "(exit 0)" in ls_result.content
+
+    with inline_worker():
+        approval_decide(
+            user=expert, trace_id=first.trace_id, approval_id=approval.pk, decision="approve", scope="run"
+        )
+
+    trace = Trace.objects.get(pk=first.trace_id)
+    assert (trace.status, trace.result_summary) == ("completed", "cleaned")
+    assert Approval.objects.count() == 1  # the second rm ran on the "rest of the run" approval
+    approval.refresh_from_db()
+    assert (approval.scope, approval.decided_by) == ("run", expert)
+    responses = TraceEvent.objects.filter(trace_id=first.trace_id, type="confirm_response")
+    let_through = [e.payload for e in responses if e.payload["tool_call_id"] != approval.tool_call_id]
+    assert len(let_through) == 1 and let_through[0]["scope"] == "run"
+    assert let_through[0]["approval_id"] == approval.pk
+    assert "approved_tools" not in trace.context  # it ended with the run
+
+    runner.run_result(user("once more"), RunConfig(trace_id=first.trace_id))
+    assert Trace.objects.get(pk=first.trace_id).status == "waiting"  # a new run asks again
+    assert Approval.objects.count() == 2
+
+
+def test_rest_of_run_scope_only_with_an_approval(runner, llm, integrator, expert):
+    trace = start_waiting_run(runner, llm, integrator)
+    approval = Approval.objects.get(trace=trace)
+    with pytest.raises(InvalidRun, match="scope"):
+        approval_decide(
+            user=expert, trace_id=trace.trace_id, approval_id=approval.pk, decision="deny", scope="run"
+        )
+    with pytest.raises(InvalidRun, match="scope"):
+        approval_decide(
+            user=expert, trace_id=trace.trace_id, approval_id=approval.pk, decision="approve", scope="all"
+        )

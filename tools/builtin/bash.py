@@ -13,7 +13,7 @@ import signal
 
 from django.conf import settings
 
-from tools import sandbox
+from tools import bash_rules, sandbox
 from tools.models import ToolContext, ToolError, ToolResult
 from tools.registry import tool
 
@@ -22,7 +22,13 @@ TITLE_COMMAND_CHARS = 60
 
 
 # inline: bash enforces its own timeout and kills the sandbox itself.
-@tool(risk="risky", read_only=False, inline=True, unavailable=sandbox.unavailable_reason)
+@tool(
+    risk="risky",
+    read_only=False,
+    inline=True,
+    unavailable=sandbox.unavailable_reason,
+    confirm=bash_rules.confirm_question,  # under ask-risky only matching commands wait (G5)
+)
 def bash(ctx: ToolContext, command: str, timeout: float | None = None) -> ToolResult:
     """Run a shell command with bash in the workspace and return its exit code and output.
 

@@ -6,7 +6,9 @@ parent (their run gets the parent's policy, traces/subtraces.py:child_confirm_po
 unless the deployment sets `AGENT_SUBAGENT_AUTO_APPROVE`. Policies:
 
 - `auto`: every call runs;
-- `ask-risky`: calls of tools declared `risk="risky"` (bash, write, edit, ...) wait;
+- `ask-risky`: calls of tools declared `risk="risky"` (write, edit, ...) wait; a tool
+  with a per-call `confirm` hook (bash and its risk rules) waits only when the hook
+  asks, with its question;
 - `ask-all`: every call but the agent's own planning (`goal`) and its questions to a
   human (`ask_human`, already a human's decision) waits.
 
@@ -40,6 +42,7 @@ class GateDecision:
     call: dict[str, Any]
     approval: Approval | None = None
     created: bool = False
+    by_run_approval: int | None = None  # let through by an earlier "rest of the run" approval
 
 
 def confirm_policy(trace: Trace, run_policy: str | None, preset: Any) -> str:
@@ -53,10 +56,32 @@ def confirm_policy(trace: Trace, run_policy: str | None, preset: Any) -> str:
     return policy
 
 
-def needs_approval(tool: Tool | None, policy: str) -> bool:
+RUN_APPROVED = "approved_tools"  # trace.context: {tool name: approval id} for the rest of the run
+
+
+@dataclass
+class Ask:
+    """A call must wait for an expert, with the tool's question (or none)."""
+
+    question: str = ""
+
+
+def needs_approval(tool: Tool | None, policy: str, arguments: Any = None) -> Ask | None:
+    """Whether a call must wait under `policy`, and what the tool asks, if anything."""
     if tool is None or tool.name in UNGATED_TOOLS or policy == "auto":
-        return False
-    return policy == "ask-all" or tool.risk == "risky"
+        return None
+    question = tool.confirm(arguments if isinstance(arguments, dict) else {}) if tool.confirm else None
+    if policy == "ask-all":
+        return Ask(question or "")
+    if tool.confirm is not None:
+        return Ask(question) if question else None
+    return Ask() if tool.risk == "risky" else None
+
+
+def approved_for_run(trace: Trace, tool_name: str) -> int | None:
+    """The approval that let every call of `tool_name` run for the rest of this run."""
+    approved = (trace.context or {}).get(RUN_APPROVED) or {}
+    return approved.get(tool_name)
 
 
 def parse_arguments(arguments: Any) -> Any:
@@ -79,16 +104,22 @@ def gate(
     call_id = str(call.get("id") or "")
     approval = Approval.objects.filter(trace=trace, tool_call_id=call_id).first()
     if approval is None:
-        if not needs_approval(tool, policy):
-            return GateDecision("execute", call)
         function = call.get("function") or {}
+        arguments = parse_arguments(function.get("arguments"))
+        ask = needs_approval(tool, policy, arguments)
+        if ask is None:
+            return GateDecision("execute", call)
+        earlier = approved_for_run(trace, tool.name) if tool is not None else None
+        if earlier is not None:
+            return GateDecision("execute", call, by_run_approval=earlier)
         approval = Approval(
             trace=trace,
             tool_call_id=call_id,
             message_sequence=message_sequence,
             tool_name=str(function.get("name") or ""),
-            arguments=parse_arguments(function.get("arguments")),
+            arguments=arguments,
             risk=tool.risk if tool else "risky",
+            question=ask.question,
         )
         return GateDecision("wait", call, approval, created=True)
     if approval.status == ApprovalStatus.PENDING:
@@ -112,7 +143,9 @@ def approval_payload(approval: Approval) -> dict[str, Any]:
         "arguments": approval.arguments,
         "edited_arguments": approval.edited_arguments,
         "risk": approval.risk,
+        "question": approval.question,
         "status": approval.status,
+        "scope": approval.scope,
         "decided_by": approval.decided_by.get_username() if approval.decided_by_id else None,
         "decided_at": approval.decided_at.isoformat() if approval.decided_at else None,
         "note": approval.decision_note,

@@ -42,7 +42,14 @@ from traces.llm import (
 from traces.loop_detection import LoopDetector, LoopVerdict
 from traces.models import Approval, Message, Trace, TraceStatus
 from traces.runner import run_settings
-from traces.runner.approvals import POLICIES, GateDecision, approval_payload, confirm_policy, gate
+from traces.runner.approvals import (
+    POLICIES,
+    RUN_APPROVED,
+    GateDecision,
+    approval_payload,
+    confirm_policy,
+    gate,
+)
 from traces.runner.config import (
     STEP_LIMIT_PREFIX,
     InvalidRun,
@@ -835,6 +842,17 @@ class AgentRunner:
         tool = self.tool_registry.get(name) if name in run.offered else None
         decision = gate(run.trace, call, tool, run.policy, message_sequence)
         approval = decision.approval
+        if decision.by_run_approval is not None:
+            run.store.emit(
+                "confirm_response",
+                {
+                    "tool_call_id": call.get("id"),
+                    "tool": name,
+                    "status": "approved",
+                    "scope": "run",
+                    "approval_id": decision.by_run_approval,
+                },
+            )
         if approval is None:
             return decision
         if decision.created:
@@ -955,6 +973,9 @@ class AgentRunner:
         experience_record_outcome(trace=trace, status=status, write=run.store.defer)
         if status == TraceStatus.WAITING:
             trace.completed_at = None
+        elif RUN_APPROVED in (trace.context or {}):
+            # "approve the rest of this run" ends with the run
+            trace.context = {k: v for k, v in trace.context.items() if k != RUN_APPROVED}
         event = {
             TraceStatus.COMPLETED: "final",
             TraceStatus.STOPPED: "stopped",
