@@ -284,6 +284,9 @@ def trace_reflect_view(request: HttpRequest, trace_id: str) -> HttpResponse:
 @require_POST
 def approval_decide_view(request: HttpRequest, trace_id: str, approval_id: int) -> HttpResponse:
     decision = request.POST.get("decision", "")
+    scope = "call"
+    if decision == "approve-run":  # "approve the rest of this run for this tool"
+        decision, scope = "approve", "run"
     raw = request.POST.get("arguments", "").strip()
     arguments = None
     try:
@@ -301,11 +304,14 @@ def approval_decide_view(request: HttpRequest, trace_id: str, approval_id: int) 
             decision=decision,
             arguments=arguments,
             note=request.POST.get("note", "").strip(),
+            scope=scope,
         )
     except RunError as exc:
         return _refused(request, trace_id, exc)
     else:
         verb = "Approved" if approval.status == ApprovalStatus.APPROVED else "Denied"
+        if scope == "run":
+            verb = f"Approved every {approval.tool_name} call for the rest of the run, starting with"
         edited = " with your edited arguments" if arguments is not None else ""
         messages.success(request, f"{verb} {approval.tool_name}{edited}; the run resumes when nothing waits.")
     return _back(trace_id)

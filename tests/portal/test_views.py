@@ -490,3 +490,24 @@ def test_the_timeline_shows_the_newest_events_and_counts_them_all(browser_client
     timeline = page.split('id="events"')[1].split("</ol>")[0]
     shown = [int(n) for n in re.findall(r'<span class="mono small muted">(\d+)</span>', timeline)]
     assert shown == list(range(6, 306))
+
+
+def test_an_expert_approves_a_tool_for_the_rest_of_the_run(browser_client, integrator, expert):
+    trace, approval = waiting_trace(integrator)
+    Approval.objects.filter(pk=approval.pk).update(question="bash wants to run rm x (deletion)")
+    client = browser_client(expert)
+    page = client.get(f"/traces/{trace.trace_id}/").content.decode()
+    assert "bash wants to run rm x (deletion)" in page
+    assert "Approve bash for the rest of the run" in page
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("traces.approvals._resume_when_decided", lambda **kw: None)
+        page = client.post(
+            f"/traces/{trace.trace_id}/approvals/{approval.pk}/", {"decision": "approve-run"}, follow=True
+        ).content.decode()
+
+    assert "Approved every bash call for the rest of the run" in page
+    approval.refresh_from_db()
+    assert (approval.status, approval.scope, approval.decided_by) == ("approved", "run", expert)
+    trace.refresh_from_db()
+    assert trace.context["approved_tools"] == {"bash": approval.pk}

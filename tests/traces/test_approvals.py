@@ -321,3 +321,23 @@ def test_rest_of_run_scope_only_with_an_approval(runner, llm, integrator, expert
         approval_decide(
             user=expert, trace_id=trace.trace_id, approval_id=approval.pk, decision="approve", scope="all"
         )
+
+
+def test_the_api_approves_for_the_rest_of_the_run_and_shows_the_question(
+    runner, llm, integrator, expert, api_client
+):
+    trace = start_waiting_run(runner, llm, integrator)
+    approval = Approval.objects.get(trace=trace)
+    base = f"/api/traces/{trace.trace_id}/approvals"
+    listed = api_client(expert).get(base).json()[0]
+    assert (listed["trace_id"], listed["question"], listed["scope"]) == (trace.trace_id, "", "call")
+
+    bad = api_client(expert).post(
+        f"{base}/{approval.pk}", {"decision": "deny", "scope": "run"}, format="json"
+    )
+    assert bad.status_code == 400 and "scope" in bad.json()["error"]
+    decided = api_client(expert).post(
+        f"{base}/{approval.pk}", {"decision": "approve", "scope": "run"}, format="json"
+    )
+    assert decided.status_code == 200 and decided.json()["scope"] == "run"
+    assert Trace.objects.get(pk=trace.trace_id).context["approved_tools"] == {"write": approval.pk}

@@ -21,13 +21,18 @@ DECIDE_ERRORS = {**ERRORS, 403: ErrorSerializer}
 
 class ApprovalSerializer(serializers.Serializer):
     approval_id = serializers.IntegerField()
+    trace_id = serializers.CharField(help_text="the trace whose call it is: this one or a sub-agent's")
     tool_call_id = serializers.CharField()
     message_sequence = serializers.IntegerField()
     tool = serializers.CharField()
     arguments = serializers.JSONField()
     edited_arguments = serializers.JSONField(allow_null=True)
     risk = serializers.CharField()
+    question = serializers.CharField(
+        allow_blank=True, help_text="what the tool asks of the expert, if anything"
+    )
     status = serializers.CharField()
+    scope = serializers.CharField(help_text="call, or run: approved for the rest of the run")
     decided_by = serializers.CharField(allow_null=True)
     decided_at = serializers.DateTimeField(allow_null=True)
     note = serializers.CharField(allow_blank=True)
@@ -39,13 +44,26 @@ class DecisionSerializer(ConstrainedSerializer):
     # traces/approvals.py:approval_decide takes edited arguments with an approval only.
     # (A pattern, not an enum: drf-spectacular would turn an enum into a component.)
     request_constraints: ClassVar[dict[str, Any]] = {
-        "not": {
-            "required": ["decision", "arguments"],
-            "properties": {
-                "decision": {"type": "string", "pattern": "^deny$"},
-                "arguments": {"type": "object"},
+        "allOf": [
+            {
+                "not": {
+                    "required": ["decision", "arguments"],
+                    "properties": {
+                        "decision": {"type": "string", "pattern": "^deny$"},
+                        "arguments": {"type": "object"},
+                    },
+                }
             },
-        }
+            {
+                "not": {
+                    "required": ["decision", "scope"],
+                    "properties": {
+                        "decision": {"type": "string", "pattern": "^deny$"},
+                        "scope": {"type": "string", "pattern": "^run$"},
+                    },
+                }
+            },
+        ]
     }
 
     decision = serializers.ChoiceField(choices=["approve", "deny"])
@@ -53,6 +71,12 @@ class DecisionSerializer(ConstrainedSerializer):
         required=False, allow_null=True, help_text="edited arguments (approve only)"
     )
     note = StrictCharField(required=False, allow_blank=True, default="")
+    scope = serializers.ChoiceField(
+        choices=["call", "run"],
+        required=False,
+        default="call",
+        help_text="run (approve only): also approve every later call of this tool in the current run",
+    )
 
 
 class ApprovalListView(TraceAPIView):
@@ -83,5 +107,6 @@ class ApprovalDecideView(TraceAPIView):
             decision=body.validated_data["decision"],
             arguments=body.validated_data.get("arguments"),
             note=body.validated_data.get("note", ""),
+            scope=body.validated_data.get("scope", "call"),
         )
         return Response(approval_payload(approval), status=status.HTTP_200_OK)
