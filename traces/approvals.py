@@ -54,12 +54,14 @@ def approval_decide(
     arguments: dict[str, Any] | None = None,
     note: str = "",
     scope: str = "call",
+    resume: bool = True,
 ) -> Approval:
     """Approve (optionally with edited arguments) or deny one waiting call, then resume the trace.
 
     `scope="run"` (approve only) also lets every later call of the same tool in
     the trace's current run go without asking (seed 002 "run everything"); it is
-    recorded on the approval and lasts until the run ends.
+    recorded on the approval and lasts until the run ends. `resume=False` leaves
+    resuming to the caller (`run_agent` runs the trace on in the terminal).
 
     Raises TraceNotFound (404) for a trace or approval `user` cannot see,
     NotAllowed (403) for a user who may see it but not decide (`may_decide`),
@@ -101,7 +103,8 @@ def approval_decide(
         if scope == "run":
             _approve_for_run(approval)
     approval.refresh_from_db()
-    _resume_when_decided(user=user, trace=approval.trace)
+    if resume:
+        _resume_when_decided(user=user, trace=approval.trace)
     return approval
 
 

@@ -96,3 +96,49 @@ def test_run_agent_exit_codes_follow_the_outcome(cli_env: dict[str, Any], script
     no_model = run_agent({**cli_env, "AGENT_MODEL": ""}, "anything")
     assert no_model.returncode == 2
     assert "No model configured" in no_model.stderr
+
+
+def test_on_a_terminal_run_agent_asks_for_approvals_and_runs_on(
+    cli_env: dict[str, Any], scripted_llm_server: ScriptedLLM, tmp_path: Path
+):
+    import pty
+
+    env = {**cli_env, "AGENT_CONFIRM_POLICY": "ask-risky", "EXPERT_PASSWORD": "not-a-secret-1"}
+    subprocess.run([sys.executable, "manage.py", "ensure_expert"], cwd=ROOT, env=env, check=True)
+    scripted_llm_server.script(
+        "scripted",
+        [
+            Reply(tool_calls=[ToolCall("write", {"path": "out.txt", "content": "asked first"})]),
+            Reply(text="done"),
+        ],
+    )
+    controller, terminal = pty.openpty()
+    os.write(controller, b"a\n")  # the answer waits in the terminal until the prompt reads it
+    try:
+        run = subprocess.run(
+            [sys.executable, "manage.py", "run_agent", "--name", "tty", "write out.txt"],
+            cwd=ROOT,
+            env=env,
+            stdin=terminal,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(terminal)
+        os.close(controller)
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "write waits for your approval" in run.stdout and '"content": "asked first"' in run.stdout
+    assert "done" in run.stdout
+    written = list((tmp_path / "ws").glob("*/out.txt"))
+    assert [p.read_text() for p in written] == ["asked first"]
+
+
+def test_off_a_terminal_a_waiting_run_exits_4(cli_env: dict[str, Any], scripted_llm_server: ScriptedLLM):
+    scripted_llm_server.script(
+        "scripted", [Reply(tool_calls=[ToolCall("write", {"path": "out.txt", "content": "x"})])]
+    )
+    waiting = run_agent({**cli_env, "AGENT_CONFIRM_POLICY": "ask-risky"}, "write out.txt")
+    assert waiting.returncode == 4, waiting.stdout + waiting.stderr
+    assert "waiting" in waiting.stdout

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 from typing import Any
@@ -17,6 +18,8 @@ EXIT_CODES = {
     TraceStatus.STOPPED: 3,
     TraceStatus.WAITING: 4,
 }
+# The answers to an approval prompt at the terminal: (decision, scope).
+TERMINAL_DECISIONS = {"a": ("approve", "call"), "r": ("approve", "run"), "d": ("deny", "call")}
 
 
 class Command(BaseCommand):
@@ -38,6 +41,12 @@ class Command(BaseCommand):
         parser.add_argument("--max-iterations", type=int, help="step limit for this run")
         parser.add_argument("--name", help="display name of a new trace")
         parser.add_argument("--no-stream", action="store_true", help="plain model calls instead of streaming")
+        parser.add_argument(
+            "--as",
+            dest="approver",
+            default="expert",
+            help="staff user recorded as the decider of approvals answered in the terminal (default: expert)",
+        )
         parser.add_argument(
             "--reflect",
             nargs="?",
@@ -64,6 +73,21 @@ class Command(BaseCommand):
             on_token=self._print_token,
         )
         runner = AgentRunner()
+        trace = self._run(runner, messages, config)
+        # A run that waits for approvals goes on here once they are decided at the terminal.
+        while trace.status == TraceStatus.WAITING and sys.stdin.isatty():
+            if not self._decide_in_terminal(trace, options["approver"]):
+                break
+            trace = self._run(runner, [], RunConfig(trace_id=trace.trace_id, on_token=self._print_token))
+        self._print_summary(trace)
+        if options["reflect"] is not None:
+            self._reflect(trace.trace_id, options["reflect"], exit_on_failure=False)
+        code = EXIT_CODES.get(trace.status, 1)
+        if code:
+            raise CommandError(f"trace {trace.trace_id} ended {trace.status}", returncode=code)
+
+    def _run(self, runner: AgentRunner, messages: list[dict[str, Any]], config: RunConfig) -> Trace:
+        """One run, printed as it goes; Ctrl-C stops it cleanly."""
         trace: Trace | None = None
         previous = signal.getsignal(signal.SIGINT)
 
@@ -77,7 +101,7 @@ class Command(BaseCommand):
         try:
             for item in runner.run(messages, config):
                 if isinstance(item, Trace):
-                    if trace is None:
+                    if trace is None and not config.trace_id:
                         self.stdout.write(self.style.MIGRATE_HEADING(f"trace {item.trace_id}  {item.name}"))
                     trace = item
                 else:
@@ -87,12 +111,67 @@ class Command(BaseCommand):
         finally:
             signal.signal(signal.SIGINT, previous)
         assert trace is not None
-        self._print_summary(trace)
-        if options["reflect"] is not None:
-            self._reflect(trace.trace_id, options["reflect"], exit_on_failure=False)
-        code = EXIT_CODES.get(trace.status, 1)
-        if code:
-            raise CommandError(f"trace {trace.trace_id} ended {trace.status}", returncode=code)
+        return trace
+
+    def _decide_in_terminal(self, trace: Trace, approver: str) -> bool:
+        """G5 at a terminal: approve / deny / edit each waiting call; False when one is left open."""
+        from django.contrib.auth import get_user_model
+
+        from traces.approvals import approval_decide, approvals_for
+        from traces.models import ApprovalStatus
+
+        user = get_user_model().objects.filter(username=approver, is_staff=True, is_active=True).first()
+        if user is None:
+            self.stderr.write(f"no active staff user {approver!r} to record the decisions (use --as USER)")
+            return False
+        pending = approvals_for(user=user, trace_id=trace.trace_id).filter(status=ApprovalStatus.PENDING)
+        for approval in pending:
+            self.stdout.write(self.style.WARNING(f"\n{approval.tool_name} waits for your approval"))
+            if approval.question:
+                self.stdout.write(approval.question)
+            self.stdout.write(f"arguments: {json.dumps(approval.arguments, ensure_ascii=False)}")
+            choice = self._ask("[a]pprove, approve for the [r]est of the run, [d]eny, [e]dit, [q]uit: ")
+            arguments = None
+            if choice == "e":
+                decision, scope, arguments = "approve", "call", self._edited_arguments()
+            elif choice in TERMINAL_DECISIONS:
+                decision, scope = TERMINAL_DECISIONS[choice]
+            else:
+                return False
+            try:
+                approval_decide(
+                    user=user,
+                    trace_id=trace.trace_id,
+                    approval_id=approval.pk,
+                    decision=decision,
+                    arguments=arguments,
+                    note="decided in the terminal",
+                    scope=scope,
+                    resume=False,
+                )
+            except RunError as exc:
+                self.stderr.write(str(exc))
+                return False
+        return True
+
+    def _ask(self, prompt: str) -> str:
+        try:
+            return input(prompt).strip().lower()[:1]
+        except EOFError:
+            return "q"
+
+    def _edited_arguments(self) -> dict[str, Any]:
+        while True:
+            try:
+                value = json.loads(input("arguments as one line of JSON: "))
+            except EOFError:
+                raise CommandError("no arguments given", returncode=4) from None
+            except json.JSONDecodeError as exc:
+                self.stderr.write(f"not JSON: {exc.msg}")
+                continue
+            if isinstance(value, dict):
+                return value
+            self.stderr.write("the arguments are a JSON object")
 
     def _reflect(self, trace_id: str, focus: str, *, exit_on_failure: bool = True) -> None:
         """M3: a side branch off the head extracts draft experiences; exit 1 when it fails."""
