@@ -27,15 +27,16 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from django.conf import settings as django_settings
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from memory.presets import UnknownPreset, get_preset
+from memory.presets import AgentPreset, UnknownPreset, get_preset
 from traces import events as event_bus
 from traces.llm import ModelNotConfigured, agent_model
 from traces.models import Trace, TraceEvent, TraceStatus
-from traces.runner import InvalidRun, RunConfig, RunConflict, TraceNotFound
+from traces.runner import InvalidRun, RunConfig, RunConflict, TraceNotFound, run_settings
 from traces.runner.prepare import new_trace_id, plan_existing, text_of, validate_messages
 from traces.selectors import trace_main_path_for_run, traces_visible_to
 
@@ -61,25 +62,32 @@ def trace_start(
     uid: str | None = None,
     context: dict[str, Any] | None = None,
     tools: list[str] | None = None,
+    settings: dict[str, Any] | None = None,
 ) -> Trace:
     """Create a new trace, reserved for a worker, and enqueue its run.
 
-    Raises InvalidRun (400) for malformed messages, an unknown preset or tool, or
-    no model configured. Returns the created trace (status running, no messages yet).
+    `settings` are run settings (traces/runner/run_settings.py: temperature,
+    max_iterations, skills, system_prompt, llm_params, confirm_policy,
+    enable_memory, ...); they are stored on the trace and kept by its later runs.
+    Raises InvalidRun (400) for malformed messages, an unknown preset or tool, a
+    bad setting (naming it), or no model configured. Returns the created trace
+    (status running, no messages yet).
     """
     clean = validate_messages(messages)
     first_user = next((m for m in clean if m["role"] == "user"), None)
     if first_user is None:
         raise InvalidRun("a new run needs at least one user message")
     agent_type = preset or "default"
-    _check_preset(agent_type)
-    _check_tools(tools)
+    found = _check_preset(agent_type)
+    requested = _check_settings(
+        user, {**(settings or {}), **({"tools": tools} if tools is not None else {})}, _baseline_policy(found)
+    )
     model_name = _check_model(model)
     if context is not None and not isinstance(context, dict):
         raise InvalidRun("context must be a JSON object")
     config = RunConfig(
+        **requested,
         model=model,
-        tools=tools,
         agent_type=agent_type,
         uid=uid,
         name=name,
@@ -115,8 +123,12 @@ def trace_continue(
     trace_id: str,
     messages: list[dict[str, Any]] | None,
     after_sequence: int | None = None,
+    settings: dict[str, Any] | None = None,
 ) -> Trace:
     """Continue, rewind or regenerate a trace (R2) in a worker.
+
+    The trace's stored run settings hold; `settings` changes some of them for
+    this and later runs (a `settings_changed` event says which).
 
     Raises TraceNotFound (404) for an unknown trace or one `user` may not see,
     RunConflict (409) while the trace runs or is queued, InvalidRun (400) for an
@@ -130,9 +142,14 @@ def trace_continue(
         isinstance(after_sequence, bool) or not isinstance(after_sequence, int)
     ):
         raise InvalidRun("after_sequence must be an integer message sequence or null")
-    _check_preset(trace.agent_type or "default")
+    found = _check_preset(trace.agent_type or "default")
+    baseline = (trace.run_settings or {}).get("confirm_policy") or _baseline_policy(found)
+    requested = _check_settings(user, settings or {}, baseline)
+    if "system_prompt" in requested:
+        raise InvalidRun("system_prompt: only a new run takes one (the prompt is the trace's first message)")
     _check_model(trace.model)
     config = RunConfig(
+        **requested,
         trace_id=trace.trace_id,
         after_sequence=after_sequence,
         agent_type=trace.agent_type or "default",
@@ -251,11 +268,24 @@ def _running_reason(trace: Trace) -> str:
     )
 
 
-def _check_preset(name: str) -> None:
+def _check_preset(name: str) -> AgentPreset:
     try:
-        get_preset(name)
+        return get_preset(name)
     except UnknownPreset as exc:
         raise InvalidRun(str(exc)) from None
+
+
+def _baseline_policy(preset: AgentPreset) -> str:
+    """The confirm policy a run gets when it names none: the preset's, else the deployment's."""
+    return (preset.extra or {}).get("confirm_policy") or django_settings.AGENT_CONFIRM_POLICY
+
+
+def _check_settings(user: Any, values: dict[str, Any], baseline_policy: str) -> dict[str, Any]:
+    requested = run_settings.check_request(
+        values, baseline_policy=baseline_policy, may_loosen=bool(getattr(user, "is_staff", False))
+    )
+    _check_tools(requested.get("tools"))
+    return requested
 
 
 def _check_tools(names: list[str] | None) -> None:

@@ -452,3 +452,90 @@ def test_a_run_refused_in_the_worker_gives_its_reservation_back(
     trace = Trace.objects.get(pk=trace_id)
     assert trace.status == "failed"
     assert "No model configured" in trace.error_message
+
+
+def test_run_settings_set_through_the_api_hold_across_a_continue(
+    api_client, integrator, llm, inline_worker, workspace_root
+):
+    client = api_client(integrator)
+    llm.script("scripted", ["first", "second"])
+    body = {
+        "task": "look around",
+        "tools": ["read", "list_files"],
+        "temperature": 0.25,
+        "max_iterations": 12,
+        "llm_params": {"top_p": 0.9},
+        "confirm_policy": "ask-all",
+        "system_prompt": "You are terse.",
+        "enable_memory": False,
+    }
+    with inline_worker():
+        trace_id = client.post("/api/traces", body, format="json").json()["trace_id"]
+
+    stored = client.get(f"/api/traces/{trace_id}").json()["run_settings"]
+    assert sorted(stored["tools"]) == ["list_files", "read"]
+    assert (stored["temperature"], stored["max_iterations"], stored["confirm_policy"]) == (
+        0.25,
+        12,
+        "ask-all",
+    )
+    assert (stored["llm_params"], stored["system_prompt"], stored["enable_memory"]) == (
+        {"top_p": 0.9},
+        "You are terse.",
+        False,
+    )
+    first = llm.requests_for("scripted")[0]
+    assert first.messages[0]["content"].startswith("You are terse.")
+    assert (first.body["temperature"], first.body["top_p"]) == (0.25, 0.9)
+
+    with inline_worker():
+        response = client.post(
+            f"/api/traces/{trace_id}/run",
+            {"messages": user_message("more"), "temperature": 0.5},
+            format="json",
+        )
+    assert response.status_code == 202
+    again = llm.requests_for("scripted")[1]
+    assert sorted(t["function"]["name"] for t in again.body["tools"]) == ["list_files", "read"]
+    assert (again.body["temperature"], again.body["top_p"]) == (0.5, 0.9)
+    events = client.get(f"/api/traces/{trace_id}/events").json()
+    changed = [e["payload"]["changed"] for e in events if e["type"] == "settings_changed"]
+    assert changed == [{"temperature": {"from": 0.25, "to": 0.5}}]
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        ({"temperature": 3}, "temperature"),
+        ({"temperature": "hot"}, "temperature"),
+        ({"max_iterations": 0}, "max_iterations"),
+        ({"llm_params": {"api_base": "http://169.254.169.254"}}, "llm_params: api_base may not be set"),
+        ({"confirm_policy": "sometimes"}, "confirm_policy"),
+        ({"enable_memory": "yes"}, "enable_memory"),
+        ({"skills": "planning"}, "skills"),
+    ],
+)
+def test_bad_run_settings_are_400_naming_the_field(api_client, integrator, llm, body, reason):
+    response = api_client(integrator).post("/api/traces", {"task": "x", **body}, format="json")
+    assert response.status_code == 400
+    assert reason in response.json()["error"]
+    assert Trace.objects.count() == 0
+
+
+def test_only_an_expert_may_loosen_the_gate(api_client, integrator, expert, llm, settings):
+    settings.AGENT_CONFIRM_POLICY = "ask-risky"
+    refused = api_client(integrator).post(
+        "/api/traces", {"task": "x", "confirm_policy": "auto"}, format="json"
+    )
+    assert refused.status_code == 400
+    assert "only an expert may loosen the gate" in refused.json()["error"]
+    stricter = api_client(integrator).post(
+        "/api/traces", {"task": "x", "confirm_policy": "ask-all"}, format="json"
+    )
+    assert stricter.status_code == 201
+    loosened = api_client(expert).post("/api/traces", {"task": "x", "confirm_policy": "auto"}, format="json")
+    assert loosened.status_code == 201
+    continued = api_client(integrator).post(
+        f"/api/traces/{stricter.json()['trace_id']}/run", {"confirm_policy": "ask-risky"}, format="json"
+    )
+    assert continued.status_code in (400, 409)  # looser than ask-all, or the run still queued

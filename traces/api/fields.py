@@ -37,6 +37,13 @@ class StrictFloatField(serializers.FloatField):
         return super().to_internal_value(data)
 
 
+class StrictBooleanField(serializers.BooleanField):
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
+
+
 class StrictRegexField(serializers.RegexField):
     def to_internal_value(self, data: Any) -> str:
         if not isinstance(data, str):

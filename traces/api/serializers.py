@@ -8,9 +8,16 @@ from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from traces.api.fields import BIGGEST_INTEGER, StrictCharField, StrictIntegerField
+from traces.api.fields import (
+    BIGGEST_INTEGER,
+    StrictBooleanField,
+    StrictCharField,
+    StrictFloatField,
+    StrictIntegerField,
+)
 from traces.goal_tree import GoalTree
 from traces.models import Message, Trace, TraceEvent, TraceStatus
+from traces.runner.run_settings import LLM_PARAMS_ALLOWED, MAX_ITERATIONS_LIMIT, POLICY_ORDER
 from traces.storable import without_nul
 
 SUMMARY_FIELDS = [
@@ -86,7 +93,15 @@ class TraceDetailSerializer(TraceSerializer):
     sub_traces = SubTraceSerializer(many=True, read_only=True)
 
     class Meta(TraceSerializer.Meta):
-        fields = [*SUMMARY_FIELDS, "tools", "llm_params", "context", "goal_tree", "sub_traces"]
+        fields = [
+            *SUMMARY_FIELDS,
+            "tools",
+            "llm_params",
+            "run_settings",
+            "context",
+            "goal_tree",
+            "sub_traces",
+        ]
         read_only_fields = fields
 
     @extend_schema_field(GoalTreeSerializer)
@@ -221,7 +236,32 @@ class ConstrainedSerializerSchema(OpenApiSerializerExtension):
         return schema
 
 
-class TraceStartSerializer(ConstrainedSerializer):
+class RunSettingsFields(serializers.Serializer):
+    """Run settings a request may set (traces/runner/run_settings.py); they are stored
+    on the trace and kept by its later runs. Omitted = the trace's, else the preset's."""
+
+    temperature = StrictFloatField(required=False, allow_null=True, min_value=0, max_value=2)
+    max_iterations = StrictIntegerField(
+        required=False, allow_null=True, min_value=1, max_value=MAX_ITERATIONS_LIMIT, help_text="step limit"
+    )
+    skills = serializers.ListField(child=StrictCharField(), required=False, allow_null=True)
+    llm_params = serializers.DictField(
+        required=False, help_text="model parameters: " + ", ".join(sorted(LLM_PARAMS_ALLOWED))
+    )
+    confirm_policy = serializers.ChoiceField(
+        choices=list(POLICY_ORDER),
+        required=False,
+        allow_null=True,
+        help_text="which calls wait for an expert; only experts may loosen it",
+    )
+    enable_memory = StrictBooleanField(required=False, allow_null=True)
+
+    def run_settings(self) -> dict[str, Any]:
+        names = RunSettingsFields._declared_fields
+        return {name: value for name, value in self.validated_data.items() if name in names}
+
+
+class TraceStartSerializer(RunSettingsFields, ConstrainedSerializer):
     """POST /api/traces: `messages` (OpenAI format) or the `task` shorthand for one user message."""
 
     request_constraints: ClassVar[dict[str, Any]] = {
@@ -235,6 +275,7 @@ class TraceStartSerializer(ConstrainedSerializer):
     uid = StrictCharField(required=False, allow_null=True, max_length=200)
     context = serializers.DictField(required=False)
     tools = serializers.ListField(child=StrictCharField(), required=False, allow_null=True)
+    system_prompt = StrictCharField(required=False, allow_null=True, allow_blank=False)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if ("messages" in attrs) == ("task" in attrs):
@@ -244,8 +285,10 @@ class TraceStartSerializer(ConstrainedSerializer):
         return attrs
 
 
-class TraceRunSerializer(serializers.Serializer):
+class TraceRunSerializer(RunSettingsFields):
     """POST /api/traces/{id}/run: continue (no after_sequence), rewind or regenerate (empty messages)."""
+
+    tools = serializers.ListField(child=StrictCharField(), required=False, allow_null=True)
 
     messages = MessagesField(required=False, default=list)
     after_sequence = StrictIntegerField(

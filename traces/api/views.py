@@ -84,7 +84,11 @@ class TraceListView(TraceAPIView, generics.GenericAPIView):
             name=data.get("name"),
             uid=data.get("uid"),
             context=data.get("context"),
-            tools=data.get("tools"),
+            settings={
+                **body.run_settings(),
+                "tools": data.get("tools"),
+                "system_prompt": data.get("system_prompt"),
+            },
         )
         return Response(_started(trace), status=status.HTTP_201_CREATED)
 
@@ -164,6 +168,7 @@ class TraceRunView(TraceAPIView):
             trace_id=trace_id,
             messages=body.validated_data["messages"],
             after_sequence=body.validated_data.get("after_sequence"),
+            settings={**body.run_settings(), "tools": body.validated_data.get("tools")},
         )
         return Response(_started(trace), status=status.HTTP_202_ACCEPTED)
 

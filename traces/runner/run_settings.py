@@ -64,3 +64,84 @@ def changes(before: dict[str, Any] | None, after: dict[str, Any]) -> dict[str, d
         for name, value in after.items()
         if before.get(name) != value
     }
+
+
+# --- a request's settings (API, portal, CLI) -----------------------------------------
+
+# Model parameters a request may pass through to litellm: sampling and output
+# shape only (never the endpoint, key, model or messages).
+LLM_PARAMS_ALLOWED = frozenset(
+    {
+        "top_p",
+        "top_k",
+        "max_tokens",
+        "max_completion_tokens",
+        "presence_penalty",
+        "frequency_penalty",
+        "seed",
+        "stop",
+        "reasoning_effort",
+        "response_format",
+        "parallel_tool_calls",
+    }
+)
+POLICY_ORDER = {"auto": 0, "ask-risky": 1, "ask-all": 2}
+MAX_ITERATIONS_LIMIT = 10_000
+
+
+def check_request(values: dict[str, Any], *, baseline_policy: str, may_loosen: bool) -> dict[str, Any]:
+    """A request's run settings, checked: InvalidRun names the field at fault.
+
+    `confirm_policy` may be made stricter than `baseline_policy` (the preset's or
+    deployment's, or the trace's own) by anyone; looser only when `may_loosen`
+    (an expert): the gate cannot be switched off by the run's owner.
+    """
+    from traces.runner.config import InvalidRun
+
+    unknown = set(values) - set(FIELDS)
+    if unknown:
+        raise InvalidRun(f"unknown run setting(s): {', '.join(sorted(unknown))}")
+    checked = {k: v for k, v in values.items() if v is not None}
+    temperature = checked.get("temperature")
+    if temperature is not None and (
+        isinstance(temperature, bool) or not isinstance(temperature, int | float) or not 0 <= temperature <= 2
+    ):
+        raise InvalidRun("temperature: a number from 0 to 2")
+    steps = checked.get("max_iterations")
+    if steps is not None and (
+        isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_ITERATIONS_LIMIT
+    ):
+        raise InvalidRun(f"max_iterations: an integer from 1 to {MAX_ITERATIONS_LIMIT}")
+    for name in ("tools", "skills"):
+        names = checked.get(name)
+        if names is not None and (not isinstance(names, list) or not all(isinstance(n, str) for n in names)):
+            raise InvalidRun(f"{name}: a list of names")
+    prompt = checked.get("system_prompt")
+    if prompt is not None and (not isinstance(prompt, str) or not prompt.strip()):
+        raise InvalidRun("system_prompt: a non-empty string")
+    params = checked.get("llm_params")
+    if params is not None:
+        if not isinstance(params, dict):
+            raise InvalidRun("llm_params: an object")
+        refused = set(params) - LLM_PARAMS_ALLOWED
+        if refused:
+            raise InvalidRun(
+                f"llm_params: {', '.join(sorted(refused))} may not be set; allowed: "
+                + ", ".join(sorted(LLM_PARAMS_ALLOWED))
+            )
+    for name in ("enable_memory", "stream"):
+        if name in checked and not isinstance(checked[name], bool):
+            raise InvalidRun(f"{name}: true or false")
+    every = checked.get("context_every")
+    if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
+        raise InvalidRun("context_every: a positive integer")
+    policy = checked.get("confirm_policy")
+    if policy is not None:
+        if policy not in POLICY_ORDER:
+            raise InvalidRun(f"confirm_policy: one of {', '.join(POLICY_ORDER)}")
+        if POLICY_ORDER[policy] < POLICY_ORDER.get(baseline_policy, 0) and not may_loosen:
+            raise InvalidRun(
+                f"confirm_policy: {policy!r} is looser than this run's {baseline_policy!r}; "
+                "only an expert may loosen the gate"
+            )
+    return checked
