@@ -41,6 +41,7 @@ from traces.llm import (
 )
 from traces.loop_detection import LoopDetector, LoopVerdict
 from traces.models import Approval, Message, Trace, TraceStatus
+from traces.notifications import notify_run_ended
 from traces.runner import run_settings
 from traces.runner.approvals import (
     POLICIES,
@@ -994,6 +995,7 @@ class AgentRunner:
             },
         )
         run.store.commit(final=True)
+        notify_run_ended(trace, status)
         run.store.release()
         if self.hooks.has("on_agent_end"):
             self.hooks.on_agent_end(trace)
