@@ -21,12 +21,14 @@ from django.views.decorators.http import require_GET, require_POST
 
 from memory.models import AgentPreset
 from portal.conversation import branch_tips, conversation, message_tree
+from portal.forms import ContinueForm, NewRunForm
 from portal.views.common import refuse
 from traces.approvals import approval_decide, approvals_for, may_decide
 from traces.goal_tree import GoalTree
 from traces.humans import HUMAN, human_answer
 from traces.models import ApprovalStatus, InboxMessage, Message, Trace, TraceStatus
 from traces.runner import InvalidRun, RunError
+from traces.runner.config import STEP_LIMIT_PREFIX
 from traces.selectors import trace_events, trace_main_path, trace_messages, traces_visible_to
 from traces.services import trace_continue, trace_reflect, trace_start, trace_stop
 
@@ -143,6 +145,10 @@ def trace_detail(request: HttpRequest, trace_id: str) -> HttpResponse:
         "shown_events": SHOWN_EVENTS,
         "pending": [a for a in approvals if a.status == ApprovalStatus.PENDING],
         "can_decide": may_decide(user=request.user, trace=trace),
+        "continue_form": ContinueForm(),
+        # a run paused at its step limit goes on without a new message
+        "step_limited": trace.status == TraceStatus.STOPPED
+        and (trace.error_message or "").startswith(STEP_LIMIT_PREFIX),
         "decided": [a for a in approvals if a.status != ApprovalStatus.PENDING],
         "live": trace.status in LIVE_STATUSES,
         "ancestors": _ancestors(trace),
@@ -210,16 +216,21 @@ def _refused(request: HttpRequest, trace_id: str, exc: RunError) -> HttpResponse
 @login_required
 def trace_new(request: HttpRequest) -> HttpResponse:
     presets = list(AgentPreset.objects.order_by("name").values_list("name", flat=True)) or ["default"]
-    form = {"task": request.GET.get("task", ""), "preset": "default", "model": "", "name": ""}
+    form = NewRunForm(initial={"task": request.GET.get("task", ""), "preset": "default"})
     if request.method == "POST":
-        form = {key: request.POST.get(key, "").strip() for key in form}
+        form = NewRunForm(request.POST)
         try:
+            if not form.is_valid():
+                raise InvalidRun(form.first_error())
+            data = form.cleaned_data
+            task = data["task"].strip()
             trace = trace_start(
                 user=request.user,
-                messages=[{"role": "user", "content": form["task"]}] if form["task"] else [],
-                model=form["model"] or None,
-                preset=form["preset"] or None,
-                name=form["name"] or None,
+                messages=[{"role": "user", "content": task}] if task else [],
+                model=data["model"].strip() or None,
+                preset=data["preset"].strip() or None,
+                name=data["name"].strip() or None,
+                settings=form.run_settings(),
             )
         except RunError as exc:
             refuse(request, exc)
@@ -232,16 +243,22 @@ def trace_new(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def trace_run(request: HttpRequest, trace_id: str) -> HttpResponse:
-    """Continue (no after), rewind (after + text) or regenerate (after, no text)."""
-    text = request.POST.get("text", "").strip()
-    after = request.POST.get("after_sequence", "").strip()
-    try:
-        after_sequence = int(after) if after else None
-    except ValueError:
-        return _refused(request, trace_id, InvalidRun(f"{after!r} is not a message number"))
+    """Continue (no after), rewind (after + text) or regenerate (after, no text), optionally
+    changing run settings (kept by later runs)."""
+    form = ContinueForm(request.POST)
+    if not form.is_valid():
+        return _refused(request, trace_id, InvalidRun(form.first_error()))
+    text = form.cleaned_data["text"].strip()
+    after_sequence = form.cleaned_data["after_sequence"]
     new = [{"role": "user", "content": text}] if text else []
     try:
-        trace_continue(user=request.user, trace_id=trace_id, messages=new, after_sequence=after_sequence)
+        trace_continue(
+            user=request.user,
+            trace_id=trace_id,
+            messages=new,
+            after_sequence=after_sequence,
+            settings=form.run_settings(),
+        )
     except RunError as exc:
         return _refused(request, trace_id, exc)
     if after_sequence is None:

@@ -511,3 +511,47 @@ def test_an_expert_approves_a_tool_for_the_rest_of_the_run(browser_client, integ
     assert (approval.status, approval.scope, approval.decided_by) == ("approved", "run", expert)
     trace.refresh_from_db()
     assert trace.context["approved_tools"] == {"bash": approval.pk}
+
+
+def test_a_new_run_takes_advanced_settings_and_the_trace_page_shows_them(
+    browser_client, integrator, llm, inline_worker
+):
+    llm.script("scripted", ["done"])
+    client = browser_client(integrator)
+    assert "Advanced: run settings" in client.get("/traces/new/").content.decode()
+    with inline_worker():
+        client.post(
+            "/traces/new/",
+            {
+                "task": "look",
+                "name": "tuned",
+                "temperature": "0.3",
+                "max_iterations": "9",
+                "tools": "read, list_files",
+                "confirm_policy": "ask-all",
+                "llm_params": '{"top_p": 0.8}',
+            },
+        )
+    trace = Trace.objects.get(name="tuned")
+    settings = trace.run_settings
+    assert (settings["temperature"], settings["max_iterations"], settings["confirm_policy"]) == (
+        0.3,
+        9,
+        "ask-all",
+    )
+    assert sorted(settings["tools"]) == ["list_files", "read"] and settings["llm_params"] == {"top_p": 0.8}
+    page = client.get(f"/traces/{trace.trace_id}/").content.decode()
+    assert "(now: 9 steps, approvals ask-all, 2 tools)" in page
+    assert 'placeholder="read, list_files"' in page or 'placeholder="list_files, read"' in page
+
+
+def test_bad_advanced_settings_are_refused_naming_the_field(browser_client, integrator, llm, settings):
+    settings.AGENT_CONFIRM_POLICY = "ask-risky"
+    client = browser_client(integrator)
+    page = client.post("/traces/new/", {"task": "x", "temperature": "5"}).content.decode()
+    assert "Temperature" in page and "less than or equal to 2" in page
+    page = client.post("/traces/new/", {"task": "x", "llm_params": '{"api_key": "k"}'}).content.decode()
+    assert "llm_params: api_key may not be set" in page
+    page = client.post("/traces/new/", {"task": "x", "confirm_policy": "auto"}).content.decode()
+    assert "only an expert may loosen the gate" in page
+    assert Trace.objects.count() == 0
