@@ -142,3 +142,28 @@ def test_off_a_terminal_a_waiting_run_exits_4(cli_env: dict[str, Any], scripted_
     waiting = run_agent({**cli_env, "AGENT_CONFIRM_POLICY": "ask-risky"}, "write out.txt")
     assert waiting.returncode == 4, waiting.stdout + waiting.stderr
     assert "waiting" in waiting.stdout
+
+
+def test_run_agent_takes_run_settings_as_flags(cli_env: dict[str, Any], scripted_llm_server: ScriptedLLM):
+    scripted_llm_server.script("scripted", ["looked"])
+    done = run_agent(
+        cli_env,
+        "--tools",
+        "read,list_files",
+        "--temperature",
+        "0.2",
+        "--llm-param",
+        "top_p=0.5",
+        "--max-iterations",
+        "4",
+        "--name",
+        "flags",
+        "look",
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    sent = scripted_llm_server.requests_for("scripted")[-1].body
+    assert sorted(t["function"]["name"] for t in sent["tools"]) == ["list_files", "read"]
+    assert (sent["temperature"], sent["top_p"]) == (0.2, 0.5)
+
+    bad = run_agent(cli_env, "--temperature", "5", "look")
+    assert bad.returncode == 2 and "temperature" in bad.stderr

@@ -10,7 +10,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from traces.models import Message, Trace, TraceStatus
-from traces.runner import AgentRunner, RunConfig, RunError
+from traces.runner import AgentRunner, RunConfig, RunError, run_settings
 
 EXIT_CODES = {
     TraceStatus.COMPLETED: 0,
@@ -38,7 +38,22 @@ class Command(BaseCommand):
         parser.add_argument(
             "--after", type=int, dest="after_sequence", help="rewind: run after this message sequence"
         )
-        parser.add_argument("--max-iterations", type=int, help="step limit for this run")
+        parser.add_argument("--max-iterations", type=int, help="step limit (kept by later runs of the trace)")
+        parser.add_argument("--temperature", type=float, help="sampling temperature")
+        parser.add_argument("--tools", help="comma-separated tool names the run may use")
+        parser.add_argument("--skills", help="comma-separated skills for the system prompt")
+        parser.add_argument("--system-prompt", help="the system prompt of a new run")
+        parser.add_argument(
+            "--llm-param",
+            action="append",
+            default=[],
+            metavar="KEY=JSON",
+            help="a model parameter, e.g. top_p=0.9 (repeatable)",
+        )
+        parser.add_argument(
+            "--confirm-policy", choices=["auto", "ask-risky", "ask-all"], help="which calls wait"
+        )
+        parser.add_argument("--no-memory", action="store_true", help="retrieve no experiences for a new run")
         parser.add_argument("--name", help="display name of a new trace")
         parser.add_argument("--no-stream", action="store_true", help="plain model calls instead of streaming")
         parser.add_argument(
@@ -63,11 +78,11 @@ class Command(BaseCommand):
             return self._reflect(options["trace_id"], options["reflect"])
         messages = [{"role": "user", "content": task}] if task else []
         config = RunConfig(
+            **self._run_settings(options),
             model=options["model"],
             agent_type=options["preset"],
             trace_id=options["trace_id"],
             after_sequence=options["after_sequence"],
-            max_iterations=options["max_iterations"],
             name=options["name"],
             stream=False if options["no_stream"] else None,
             on_token=self._print_token,
@@ -85,6 +100,30 @@ class Command(BaseCommand):
         code = EXIT_CODES.get(trace.status, 1)
         if code:
             raise CommandError(f"trace {trace.trace_id} ended {trace.status}", returncode=code)
+
+    def _run_settings(self, options: dict[str, Any]) -> dict[str, Any]:
+        """The run settings given as flags, checked like the API's (exit 2 naming the flag's field)."""
+        params = {}
+        for item in options["llm_param"]:
+            key, _, raw = item.partition("=")
+            try:
+                params[key.strip()] = json.loads(raw)
+            except json.JSONDecodeError:
+                params[key.strip()] = raw  # a bare word: a string
+        values = {
+            "max_iterations": options["max_iterations"],
+            "temperature": options["temperature"],
+            "tools": _names(options["tools"]),
+            "skills": _names(options["skills"]),
+            "system_prompt": options["system_prompt"],
+            "llm_params": params or None,
+            "confirm_policy": options["confirm_policy"],
+            "enable_memory": False if options["no_memory"] else None,
+        }
+        try:  # the terminal is the operator's: it may loosen the gate
+            return run_settings.check_request(values, baseline_policy="auto", may_loosen=True)
+        except RunError as exc:
+            raise CommandError(str(exc), returncode=2) from None
 
     def _run(self, runner: AgentRunner, messages: list[dict[str, Any]], config: RunConfig) -> Trace:
         """One run, printed as it goes; Ctrl-C stops it cleanly."""
@@ -225,6 +264,11 @@ class Command(BaseCommand):
             f'continue:  python manage.py run_agent --trace {trace.trace_id} "next message"\n'
             f'rewind:    python manage.py run_agent --trace {trace.trace_id} --after N "new text"'
         )
+
+
+def _names(text: str | None) -> list[str] | None:
+    names = [n.strip() for n in (text or "").split(",") if n.strip()]
+    return names or None
 
 
 def _clip(text: str, limit: int) -> str:
