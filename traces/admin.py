@@ -59,6 +59,7 @@ class TraceAdmin(admin.ModelAdmin):
         "run_owner",
         "run_token",
         "heartbeat_at",
+        "run_settings",
         "created_at",
         "completed_at",
     )
@@ -217,7 +218,16 @@ class TraceEventAdmin(admin.ModelAdmin):
 class ApprovalAdmin(admin.ModelAdmin):
     """Risky tool calls waiting for an expert (G5); decided rows are the audit trail."""
 
-    list_display = ("trace", "tool_name", "status", "risk", "requested_at", "decided_by", "decided_at")
+    list_display = (
+        "trace",
+        "tool_name",
+        "status",
+        "scope",
+        "risk",
+        "requested_at",
+        "decided_by",
+        "decided_at",
+    )
     list_filter = ("status", "tool_name", "risk")
     search_fields = ("trace__trace_id", "tool_name", "tool_call_id")
     raw_id_fields = ("trace", "decided_by")
@@ -227,19 +237,23 @@ class ApprovalAdmin(admin.ModelAdmin):
         "message_sequence",
         "tool_name",
         "arguments",
+        "question",
         "risk",
         "status",
         "requested_at",
         "decided_by",
         "decided_at",
+        "scope",
     )
     fields = (*readonly_fields, "edited_arguments", "decision_note")
-    actions = ["approve", "deny"]
+    actions = ["approve", "approve_for_run", "deny"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def _decide(self, request: HttpRequest, queryset: QuerySet[Approval], decision: str) -> None:
+    def _decide(
+        self, request: HttpRequest, queryset: QuerySet[Approval], decision: str, scope: str = "call"
+    ) -> None:
         from traces.approvals import approval_decide
 
         done = 0
@@ -252,6 +266,7 @@ class ApprovalAdmin(admin.ModelAdmin):
                     decision=decision,
                     arguments=approval.edited_arguments if decision == "approve" else None,
                     note=approval.decision_note,
+                    scope=scope,
                 )
             except RunError as exc:
                 self.message_user(request, f"{approval}: {exc}", messages.ERROR)
@@ -264,6 +279,10 @@ class ApprovalAdmin(admin.ModelAdmin):
     @admin.action(description="Approve the selected calls (with edited arguments if set)")
     def approve(self, request: HttpRequest, queryset: QuerySet[Approval]) -> None:
         self._decide(request, queryset, "approve")
+
+    @admin.action(description="Approve the selected calls and every later call of their tool in the run")
+    def approve_for_run(self, request: HttpRequest, queryset: QuerySet[Approval]) -> None:
+        self._decide(request, queryset, "approve", scope="run")
 
     @admin.action(description="Deny the selected calls")
     def deny(self, request: HttpRequest, queryset: QuerySet[Approval]) -> None:

@@ -90,3 +90,27 @@ def test_admin_rewinds_a_trace_at_a_message_with_new_text_and_regenerates(
         url, {"action": "regenerate_from_here", "_selected_action": [m.pk for m in path[:2]]}, follow=True
     )
     assert b"Select exactly one message." in two.content
+
+
+def test_admin_approves_a_tool_for_the_rest_of_the_run_and_shows_the_run_settings(expert_client, runner, llm):
+    from traces.models import Approval
+
+    llm.script("scripted", [Reply(tool_calls=[ToolCall("write", {"path": "a.txt", "content": "x"})])])
+    waiting = runner.run_result(
+        [{"role": "user", "content": "write"}],
+        RunConfig(name="gated", confirm_policy="ask-risky", max_iterations=6),
+    )
+    approval = Approval.objects.get(trace_id=waiting.trace_id)
+
+    detail = expert_client.get(f"/admin/traces/trace/{waiting.trace_id}/change/")
+    assert b"ask-risky" in detail.content and b"max_iterations" in detail.content
+    response = expert_client.post(
+        "/admin/traces/approval/",
+        {"action": "approve_for_run", "_selected_action": [approval.pk]},
+        follow=True,
+    )
+
+    assert response.status_code == 200 and b"Approved 1 call(s)" in response.content
+    approval.refresh_from_db()
+    assert (approval.status, approval.scope) == ("approved", "run")
+    assert Trace.objects.get(pk=waiting.trace_id).context["approved_tools"] == {"write": approval.pk}
