@@ -10,6 +10,7 @@ import hashlib
 import hmac
 import json
 import logging
+import runpy
 import socket
 import threading
 import time
@@ -20,8 +21,10 @@ from typing import Any
 
 import pytest
 from django.core import mail
+from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
+import agentsite.settings as settings_module
 from memory.presets import AgentPreset, preset_save
 from tests.factories import make_user
 from tests.scripted_llm import Reply, ToolCall
@@ -418,3 +421,30 @@ def test_delivery_is_a_queued_task_holding_neither_url_nor_address(
     assert "url-token" not in json.dumps(task["args"])
     assert import_string(task["func"])(*task["args"]) is True
     assert len(notify.requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("environment", "message"),
+    [
+        ({"AGENT_NOTIFY_WEBHOOK_URLS": "https://hooks.example.test/x"}, "needs AGENT_NOTIFY_WEBHOOK_SECRET"),
+        (
+            {
+                "AGENT_NOTIFY_WEBHOOK_URLS": "ftp://hooks.example.test/t0ken",
+                "AGENT_NOTIFY_WEBHOOK_SECRET": "s",
+            },
+            r"1 entries are not http\(s\) URLs$",
+        ),
+        ({"AGENT_NOTIFY_EVENTS": "failed,finished"}, "unknown kinds finished"),
+        ({"AGENT_NOTIFY_RETRIES": "-1"}, "AGENT_NOTIFY_RETRIES=-1 must be >= 0"),
+        ({"AGENT_NOTIFY_EMAIL": "sometimes"}, "not a boolean"),
+        ({"AGENT_PUBLIC_URL": "agents.example.test"}, "is not an http"),
+    ],
+)
+def test_bad_notification_settings_stop_start_up_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, environment: dict[str, str], message: str
+) -> None:
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+
+    with pytest.raises(ImproperlyConfigured, match=message):
+        runpy.run_path(settings_module.__file__)
