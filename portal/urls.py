@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from portal.views import memory, traces
+from portal.views import approvals, memory, traces
 
 app_name = "portal"
 
@@ -15,6 +15,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("traces/live.json", traces.traces_live, name="traces-live"),
     path("traces/new/", traces.trace_new, name="trace-new"),
+    path("approvals/", approvals.approvals_inbox, name="approvals"),
     path("traces/<str:trace_id>/", traces.trace_detail, name="trace-detail"),
     path("traces/<str:trace_id>/messages/<int:sequence>/", traces.message_fragment, name="message"),
     path("traces/<str:trace_id>/run/", traces.trace_run, name="trace-run"),
@@ -23,7 +24,7 @@ urlpatterns = [
     path("traces/<str:trace_id>/reflect/", traces.trace_reflect_view, name="trace-reflect"),
     path(
         "traces/<str:trace_id>/approvals/<int:approval_id>/",
-        traces.approval_decide_view,
+        approvals.approval_decide_view,
         name="approval-decide",
     ),
     path("experiences/", memory.experience_list_view, name="experiences"),

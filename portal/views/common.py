@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from django.contrib import messages
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.urls import reverse
 
 from traces.runner import RunError
 
@@ -23,3 +25,15 @@ def refusal(exc: RunError) -> str:
 
 def refuse(request: HttpRequest, exc: RunError) -> None:
     messages.error(request, refusal(exc))
+
+
+def back_to_trace(trace_id: str) -> HttpResponse:
+    return redirect(reverse("portal:trace-detail", args=[trace_id]))
+
+
+def refused(request: HttpRequest, trace_id: str, exc: RunError) -> HttpResponse:
+    """Say why, on the trace's page (or the list, when the trace cannot be seen)."""
+    refuse(request, exc)
+    if exc.status == 404:
+        return redirect(reverse("portal:trace-list"))
+    return back_to_trace(trace_id)

@@ -7,7 +7,6 @@ as a plain sentence on the page.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.contrib import messages
@@ -15,15 +14,14 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import redirect, render
-from django.urls import reverse
+from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
 from memory.models import AgentPreset
 from portal.conversation import branch_tips, conversation, message_tree
 from portal.forms import ContinueForm, NewRunForm
-from portal.views.common import refuse
-from traces.approvals import approval_decide, approvals_for, may_decide
+from portal.views.common import back_to_trace, refuse, refused
+from traces.approvals import approvals_for, may_decide
 from traces.goal_tree import GoalTree
 from traces.humans import HUMAN, human_answer
 from traces.models import ApprovalStatus, InboxMessage, Message, Trace, TraceStatus
@@ -201,18 +199,6 @@ def message_fragment(request: HttpRequest, trace_id: str, sequence: int) -> Http
     )
 
 
-def _back(trace_id: str) -> HttpResponse:
-    return redirect(reverse("portal:trace-detail", args=[trace_id]))
-
-
-def _refused(request: HttpRequest, trace_id: str, exc: RunError) -> HttpResponse:
-    """Say why, on the trace's page (or the list, when the trace cannot be seen)."""
-    refuse(request, exc)
-    if exc.status == 404:
-        return redirect(reverse("portal:trace-list"))
-    return _back(trace_id)
-
-
 @login_required
 def trace_new(request: HttpRequest) -> HttpResponse:
     presets = list(AgentPreset.objects.order_by("name").values_list("name", flat=True)) or ["default"]
@@ -236,7 +222,7 @@ def trace_new(request: HttpRequest) -> HttpResponse:
             refuse(request, exc)
         else:
             messages.success(request, "Run started; it streams below as a worker picks it up.")
-            return _back(trace.trace_id)
+            return back_to_trace(trace.trace_id)
     return render(request, "portal/trace_new.html", {"form": form, "presets": presets})
 
 
@@ -247,7 +233,7 @@ def trace_run(request: HttpRequest, trace_id: str) -> HttpResponse:
     changing run settings (kept by later runs)."""
     form = ContinueForm(request.POST)
     if not form.is_valid():
-        return _refused(request, trace_id, InvalidRun(form.first_error()))
+        return refused(request, trace_id, InvalidRun(form.first_error()))
     text = form.cleaned_data["text"].strip()
     after_sequence = form.cleaned_data["after_sequence"]
     new = [{"role": "user", "content": text}] if text else []
@@ -260,14 +246,14 @@ def trace_run(request: HttpRequest, trace_id: str) -> HttpResponse:
             settings=form.run_settings(),
         )
     except RunError as exc:
-        return _refused(request, trace_id, exc)
+        return refused(request, trace_id, exc)
     if after_sequence is None:
         messages.success(request, "Continuing the run with your message.")
     elif text:
         messages.success(request, f"Rewound to message {after_sequence}; a new branch starts with your text.")
     else:
         messages.success(request, f"Regenerating from message {after_sequence} on a new branch.")
-    return _back(trace_id)
+    return back_to_trace(trace_id)
 
 
 @login_required
@@ -276,11 +262,11 @@ def trace_stop_view(request: HttpRequest, trace_id: str) -> HttpResponse:
     try:
         trace = trace_stop(user=request.user, trace_id=trace_id)
     except RunError as exc:
-        return _refused(request, trace_id, exc)
+        return refused(request, trace_id, exc)
     else:
         done = trace.status == TraceStatus.STOPPED
         messages.success(request, "Stopped." if done else "Stopping: the run ends at its next checkpoint.")
-    return _back(trace_id)
+    return back_to_trace(trace_id)
 
 
 @login_required
@@ -289,49 +275,12 @@ def trace_reflect_view(request: HttpRequest, trace_id: str) -> HttpResponse:
     try:
         trace_reflect(user=request.user, trace_id=trace_id, focus=request.POST.get("focus", "").strip())
     except RunError as exc:
-        return _refused(request, trace_id, exc)
+        return refused(request, trace_id, exc)
     else:
         messages.success(
             request, "Reflecting on a side branch; draft experiences appear in the review queue."
         )
-    return _back(trace_id)
-
-
-@login_required
-@require_POST
-def approval_decide_view(request: HttpRequest, trace_id: str, approval_id: int) -> HttpResponse:
-    decision = request.POST.get("decision", "")
-    scope = "call"
-    if decision == "approve-run":  # "approve the rest of this run for this tool"
-        decision, scope = "approve", "run"
-    raw = request.POST.get("arguments", "").strip()
-    arguments = None
-    try:
-        if decision == "approve" and raw and request.POST.get("edited") == "1":
-            try:
-                arguments = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                raise InvalidRun(
-                    f"the edited arguments are not valid JSON ({exc.msg} at line {exc.lineno})"
-                ) from None
-        approval = approval_decide(
-            user=request.user,
-            trace_id=trace_id,
-            approval_id=approval_id,
-            decision=decision,
-            arguments=arguments,
-            note=request.POST.get("note", "").strip(),
-            scope=scope,
-        )
-    except RunError as exc:
-        return _refused(request, trace_id, exc)
-    else:
-        verb = "Approved" if approval.status == ApprovalStatus.APPROVED else "Denied"
-        if scope == "run":
-            verb = f"Approved every {approval.tool_name} call for the rest of the run, starting with"
-        edited = " with your edited arguments" if arguments is not None else ""
-        messages.success(request, f"{verb} {approval.tool_name}{edited}; the run resumes when nothing waits.")
-    return _back(trace_id)
+    return back_to_trace(trace_id)
 
 
 @login_required
@@ -342,6 +291,6 @@ def trace_answer_view(request: HttpRequest, trace_id: str) -> HttpResponse:
     try:
         child = human_answer(user=request.user, trace_id=trace_id, answer=request.POST.get("answer", ""))
     except RunError as exc:
-        return _refused(request, back, exc)
+        return refused(request, back, exc)
     messages.success(request, "Answer sent; the asking run resumes with it.")
-    return _back(child.parent_trace_id or child.trace_id)
+    return back_to_trace(child.parent_trace_id or child.trace_id)

@@ -555,3 +555,25 @@ def test_bad_advanced_settings_are_refused_naming_the_field(browser_client, inte
     page = client.post("/traces/new/", {"task": "x", "confirm_policy": "auto"}).content.decode()
     assert "only an expert may loosen the gate" in page
     assert Trace.objects.count() == 0
+
+
+def test_the_approvals_inbox_lists_waiting_calls_of_visible_traces(
+    browser_client, integrator, expert, stranger
+):
+    trace, approval = waiting_trace(integrator)
+    Approval.objects.filter(pk=approval.pk).update(question="matches the rule 'deletion'")
+    child = make_trace(
+        integrator, status=TraceStatus.WAITING, trace_id=f"{trace.trace_id}@delegate-1", parent_trace=trace
+    )
+    Approval.objects.create(
+        trace=child, tool_call_id="c2", message_sequence=1, tool_name="write", arguments={}
+    )
+
+    page = browser_client(expert).get("/approvals/").content.decode()
+    assert "matches the rule &#x27;deletion&#x27;" in page and "rm x" in page
+    assert "sub-agent of" in page and page.count(f"/traces/{trace.trace_id}/#approvals") == 2
+    assert ">Decide<" in page
+    assert (
+        ">View<" in browser_client(integrator).get("/approvals/").content.decode()
+    )  # owner: not theirs to decide
+    assert "Nothing waits for an approval" in browser_client(stranger).get("/approvals/").content.decode()
