@@ -2,8 +2,9 @@
 
 A tool is a plain function, sync or async. Its JSON schema comes from the type
 hints and the docstring (first paragraph = description, `Args:` lines = parameter
-descriptions). A parameter annotated `ToolContext` is injected, never shown to the
-model.
+descriptions) through a pydantic model of its arguments (`tools/arguments.py`),
+which also checks every call before the tool runs. A parameter annotated
+`ToolContext` is injected, never shown to the model.
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ import concurrent.futures
 import inspect
 import json
 import logging
-import re
-import types
 import typing
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args, get_origin
+from typing import Any
 
+import pydantic
+
+from tools.arguments import arguments_model, parameters_schema, parse_docstring, validate_arguments
 from tools.models import ToolContext, ToolError, ToolResult
 
 logger = logging.getLogger(__name__)
@@ -33,6 +35,8 @@ class Tool:
     func: Callable[..., Any]
     description: str
     parameters: dict[str, Any]
+    # Checks and coerces a call's arguments (the model of `parameters`).
+    arguments_model: type[pydantic.BaseModel]
     context_param: str | None = None
     risk: str = "safe"
     read_only: bool = True
@@ -53,6 +57,10 @@ class Tool:
     def unavailable_reason(self) -> str | None:
         return self.unavailable() if self.unavailable is not None else None
 
+    def validate_arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The keyword arguments to call the tool with; ToolError says what is wrong."""
+        return validate_arguments(self.arguments_model, arguments)
+
     def schema(self) -> dict[str, Any]:
         """The OpenAI `tools` entry for this tool."""
         return {
@@ -63,61 +71,6 @@ class Tool:
                 "parameters": self.parameters,
             },
         }
-
-
-_JSON_TYPES: dict[Any, str] = {
-    str: "string",
-    int: "integer",
-    float: "number",
-    bool: "boolean",
-    dict: "object",
-    list: "array",
-}
-
-
-def _json_schema(annotation: Any) -> dict[str, Any]:
-    origin = get_origin(annotation)
-    args = get_args(annotation)
-    if origin is Literal:
-        values = list(args)
-        schema = _json_schema(type(values[0]))
-        schema["enum"] = values
-        return schema
-    if origin in (typing.Union, types.UnionType):
-        non_null = [a for a in args if a is not type(None)]
-        if len(non_null) == 1:
-            return _json_schema(non_null[0])
-        return {"anyOf": [_json_schema(a) for a in non_null]}
-    if origin in (list, tuple, set) or annotation in (list, tuple, set):
-        schema: dict[str, Any] = {"type": "array"}
-        if args:
-            schema["items"] = _json_schema(args[0])
-        return schema
-    if origin is dict or annotation is dict:
-        return {"type": "object"}
-    if annotation in _JSON_TYPES:
-        return {"type": _JSON_TYPES[annotation]}
-    return {}
-
-
-def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
-    """Split a Google-style docstring into its description and `Args:` entries."""
-    doc = inspect.cleandoc(doc or "")
-    parts = re.split(r"^\s*(?:Args|Arguments|Parameters):\s*$", doc, maxsplit=1, flags=re.M)
-    description = parts[0].strip()
-    params: dict[str, str] = {}
-    if len(parts) > 1:
-        current = None
-        for line in parts[1].splitlines():
-            if re.match(r"^\s*(Returns|Raises|Examples?):\s*$", line):
-                break
-            match = re.match(r"^\s*(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$", line)
-            if match:
-                current = match.group(1)
-                params[current] = match.group(2).strip()
-            elif current and line.strip():
-                params[current] += " " + line.strip()
-    return description, params
 
 
 def build_tool(
@@ -134,41 +87,24 @@ def build_tool(
 ) -> Tool:
     if risk not in RISK_LEVELS:
         raise ValueError(f"risk must be one of {RISK_LEVELS}")
+    tool_name = name or func.__name__
+    doc_description, doc_params = parse_docstring(func.__doc__ or "")
+    model = arguments_model(func, name=tool_name, descriptions=doc_params)
     hints = typing.get_type_hints(func)
-    doc_description, doc_params = _parse_docstring(func.__doc__ or "")
-    properties: dict[str, Any] = {}
-    required: list[str] = []
-    context_param = None
-    param_names = []
-    for pname, param in inspect.signature(func).parameters.items():
-        annotation = hints.get(pname, str)
-        if annotation is ToolContext:
-            context_param = pname
-            continue
-        param_names.append(pname)
-        schema = _json_schema(annotation)
-        if pname in doc_params:
-            schema["description"] = doc_params[pname]
-        if param.default is inspect.Parameter.empty:
-            required.append(pname)
-        elif param.default is not None:
-            schema["default"] = param.default
-        properties[pname] = schema
-    parameters: dict[str, Any] = {"type": "object", "properties": properties}
-    if required:
-        parameters["required"] = required
+    context_param = next((p for p in inspect.signature(func).parameters if hints.get(p) is ToolContext), None)
     return Tool(
-        name=name or func.__name__,
+        name=tool_name,
         func=func,
         description=description or doc_description or func.__name__,
-        parameters=parameters,
+        parameters=parameters_schema(model),
+        arguments_model=model,
         context_param=context_param,
         risk=risk,
         read_only=read_only,
         timeout=timeout,
         is_async=inspect.iscoroutinefunction(func),
         inline=inline,
-        param_names=param_names,
+        param_names=[f.alias or n for n, f in model.model_fields.items()],
         unavailable=unavailable,
         confirm=confirm,
     )
@@ -237,18 +173,9 @@ class ToolRegistry:
             available = ", ".join(sorted(offered if offered is not None else self._tools))
             return _error(f"Unknown tool {name!r}. Available tools: {available}.")
         try:
-            kwargs = _parse_arguments(arguments)
-        except ToolError as exc:
+            kwargs = tool.validate_arguments(_parse_arguments(arguments))
+        except ToolError as exc:  # the tool does not run
             return _error(f"Invalid arguments for {name}: {exc}")
-        unknown = sorted(set(kwargs) - set(tool.param_names))
-        if unknown:
-            return _error(
-                f"Invalid arguments for {name}: unknown parameter(s) {', '.join(unknown)}; "
-                f"expected {', '.join(tool.param_names) or 'no parameters'}."
-            )
-        missing = [p for p in tool.parameters.get("required", []) if p not in kwargs]
-        if missing:
-            return _error(f"Invalid arguments for {name}: missing {', '.join(missing)}.")
         if tool.context_param:
             kwargs[tool.context_param] = ctx
         limit = None if tool.inline else (tool.timeout or timeout)
@@ -256,18 +183,22 @@ class ToolRegistry:
             result = _call(tool, kwargs, limit)
         except ToolError as exc:
             return _error(f"{name} failed: {exc}")
-        except concurrent.futures.TimeoutError:
+        except concurrent.futures.TimeoutError as exc:
+            if limit is None:  # raised by the tool itself, not by waiting for it
+                return _internal_error(name, exc)
             return _error(f"{name} timed out after {limit:g} s.")
-        except TypeError as exc:
-            return _error(f"Invalid arguments for {name}: {exc}")
-        except Exception as exc:  # a tool's own bug must not end the run (T2)
-            logger.exception("tool %s raised", name)
-            return _error(f"{name} raised {type(exc).__name__}: {exc}")
+        except Exception as exc:  # arguments were valid: a tool's own bug, which must not end the run (T2)
+            return _internal_error(name, exc)
         return _as_result(name, result)
 
 
 def _error(message: str) -> ToolResult:
     return ToolResult(title="Error", output=message, is_error=True)
+
+
+def _internal_error(name: str, exc: Exception) -> ToolResult:
+    logger.exception("tool %s failed with an internal error", name)
+    return _error(f"{name} failed with an internal error: {type(exc).__name__}: {exc}")
 
 
 def _parse_arguments(arguments: str | dict[str, Any] | None) -> dict[str, Any]:
