@@ -114,13 +114,15 @@ class Stack:
                 wait_for_port(port, self.redis, "redis-server")
                 self.env["REDIS_URL"] = f"redis://127.0.0.1:{port}/0"
             self.manage("migrate", "-v", "0")
-            self.token = self.manage(
+            tokens = self.manage(
                 "shell",
                 "-c",
                 "from django.contrib.auth.models import User; from rest_framework.authtoken.models import Token;"
                 "u = User.objects.create_user('integrator', password='pw');"
-                "print(Token.objects.create(user=u).key)",
-            ).split()[-1]
+                "e = User.objects.create_user('reviewer', password='pw-reviewer', is_staff=True);"
+                "print(Token.objects.create(user=u).key, Token.objects.create(user=e).key)",
+            ).split()[-2:]
+            self.token, self.expert_token = tokens
             self.port = free_port()
             self.daphne = self._spawn(
                 [
@@ -190,13 +192,17 @@ class Stack:
     def http(self) -> str:
         return f"http://127.0.0.1:{self.port}/api"
 
-    def api(self, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
+    def api(
+        self, method: str, path: str, body: dict[str, Any] | None = None, *, as_expert: bool = False
+    ) -> tuple[int, Any]:
+        """A call as the integrator (the traces' owner), or as the staff expert."""
         data = json.dumps(body).encode() if body is not None else None
+        token = self.expert_token if as_expert else self.token
         request = urllib.request.Request(
             f"{self.http}{path}",
             data=data,
             method=method,
-            headers={"Authorization": f"Token {self.token}", "Content-Type": "application/json"},
+            headers={"Authorization": f"Token {token}", "Content-Type": "application/json"},
         )
         try:
             with urllib.request.urlopen(request, timeout=10) as response:

@@ -66,12 +66,11 @@ def test_a_pending_approval_survives_a_worker_restart_and_the_run_completes(
     )
     assert gated.api("GET", f"/traces/{trace_id}")[1]["status"] == "waiting"  # the sweep left it alone
 
-    status, decided = gated.api(
-        "POST",
-        f"/traces/{trace_id}/approvals/{pending['approval_id']}",
-        {"decision": "approve", "arguments": {"path": "plan.md", "content": "approved text"}},
-    )
-    assert status == 200 and decided["status"] == "approved" and decided["decided_by"] == "integrator"
+    decision = {"decision": "approve", "arguments": {"path": "plan.md", "content": "approved text"}}
+    url = f"/traces/{trace_id}/approvals/{pending['approval_id']}"
+    assert gated.api("POST", url, decision)[0] == 403  # the run's owner is no expert
+    status, decided = gated.api("POST", url, decision, as_expert=True)
+    assert status == 200 and decided["status"] == "approved" and decided["decided_by"] == "reviewer"
 
     events = list(gated.events(trace_id, timeout=60))
     assert_contiguous(events)
