@@ -45,6 +45,8 @@ class ToolContext:
     runner: Any = None
     tool_call_id: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # The run's network setting for sandboxed processes; None = AGENT_SANDBOX_NETWORK.
+    sandbox_network: bool | None = None
 
     @property
     def trace_id(self) -> str:

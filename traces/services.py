@@ -80,7 +80,10 @@ def trace_start(
     agent_type = preset or "default"
     found = _check_preset(agent_type)
     requested = _check_settings(
-        user, {**(settings or {}), **({"tools": tools} if tools is not None else {})}, _baseline_policy(found)
+        user,
+        {**(settings or {}), **({"tools": tools} if tools is not None else {})},
+        _baseline_policy(found),
+        _baseline_network(found),
     )
     model_name = _check_model(model)
     if context is not None and not isinstance(context, dict):
@@ -144,7 +147,10 @@ def trace_continue(
         raise InvalidRun("after_sequence must be an integer message sequence or null")
     found = _check_preset(trace.agent_type or "default")
     baseline = (trace.run_settings or {}).get("confirm_policy") or _baseline_policy(found)
-    requested = _check_settings(user, settings or {}, baseline)
+    network = (trace.run_settings or {}).get("sandbox_network")
+    requested = _check_settings(
+        user, settings or {}, baseline, _baseline_network(found) if network is None else network
+    )
     if "system_prompt" in requested:
         raise InvalidRun("system_prompt: only a new run takes one (the prompt is the trace's first message)")
     _check_model(trace.model)
@@ -280,9 +286,19 @@ def _baseline_policy(preset: AgentPreset) -> str:
     return (preset.extra or {}).get("confirm_policy") or django_settings.AGENT_CONFIRM_POLICY
 
 
-def _check_settings(user: Any, values: dict[str, Any], baseline_policy: str) -> dict[str, Any]:
+def _baseline_network(preset: AgentPreset) -> bool:
+    """Whether a run's sandboxed tools get the network when it asks nothing: the preset's, else the deployment's."""
+    return bool((preset.extra or {}).get("sandbox_network", django_settings.AGENT_SANDBOX_NETWORK))
+
+
+def _check_settings(
+    user: Any, values: dict[str, Any], baseline_policy: str, baseline_network: bool
+) -> dict[str, Any]:
     requested = run_settings.check_request(
-        values, baseline_policy=baseline_policy, may_loosen=bool(getattr(user, "is_staff", False))
+        values,
+        baseline_policy=baseline_policy,
+        may_loosen=bool(getattr(user, "is_staff", False)),
+        baseline_network=baseline_network,
     )
     _check_tools(requested.get("tools"))
     return requested

@@ -117,3 +117,43 @@ def test_a_trace_stored_before_settings_were_kept_runs_with_its_presets(runner, 
 
     assert "write" in offered(llm.requests_for("scripted")[1])  # the default preset's tools
     assert Trace.objects.get(pk=first.trace_id).run_settings["tools"]
+
+
+def test_a_runs_network_setting_reaches_its_sandboxed_commands(runner, llm, sandboxed):
+    import socket
+
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    probe = f"exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected || echo refused"
+    try:
+        llm.script("scripted", [Reply(tool_calls=[ToolCall("bash", {"command": probe})]), "done"] * 2)
+        off = runner.run_result(user("probe"), RunConfig(name="off"))
+        on = runner.run_result(user("probe"), RunConfig(name="on", sandbox_network=True))
+    finally:
+        server.close()
+
+    results = [
+        m["content"] for r in llm.requests_for("scripted")[1::2] for m in r.messages if m["role"] == "tool"
+    ]
+    assert "refused" in results[0] and "connected" in results[1]
+    assert Trace.objects.get(pk=off.trace_id).run_settings["sandbox_network"] is False
+    assert Trace.objects.get(pk=on.trace_id).run_settings["sandbox_network"] is True
+
+
+def test_only_an_expert_may_give_a_run_the_network(api_client, integrator, expert, llm):
+    refused = api_client(integrator).post(
+        "/api/traces", {"task": "x", "sandbox_network": True}, format="json"
+    )
+    assert refused.status_code == 400 and "only an expert" in refused.json()["error"]
+    assert (
+        api_client(expert)
+        .post("/api/traces", {"task": "x", "sandbox_network": True}, format="json")
+        .status_code
+        == 201
+    )
+    assert (
+        api_client(integrator)
+        .post("/api/traces", {"task": "x", "sandbox_network": False}, format="json")
+        .status_code
+        == 201
+    )

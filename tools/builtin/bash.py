@@ -66,6 +66,7 @@ def bash(ctx: ToolContext, command: str, timeout: float | None = None) -> ToolRe
         timeout=limit,
         output_limit=settings.AGENT_TOOL_OUTPUT_LIMIT,
         interruption=ctx.interruption,
+        network=ctx.sandbox_network,
     )
     output = run.output or "(no output)"
     if capped:

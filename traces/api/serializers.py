@@ -255,6 +255,11 @@ class RunSettingsFields(serializers.Serializer):
         help_text="which calls wait for an expert; only experts may loosen it",
     )
     enable_memory = StrictBooleanField(required=False, allow_null=True)
+    sandbox_network = StrictBooleanField(
+        required=False,
+        allow_null=True,
+        help_text="network for the run's sandboxed tools; only experts may turn it on beyond the deployment's",
+    )
 
     def run_settings(self) -> dict[str, Any]:
         names = RunSettingsFields._declared_fields

@@ -74,6 +74,7 @@ class RunConfig:
     llm_params: dict[str, Any] = field(default_factory=dict)
     stream: bool | None = None
     confirm_policy: str | None = None  # auto | ask-risky | ask-all; None = preset, then deployment
+    sandbox_network: bool | None = None  # network for sandboxed tools; None = preset, then deployment
     context_every: int | None = None
     new_trace_id: str | None = None  # id for a new trace (sub-traces name theirs)
     # A run the API queued (traces.services): the trace row is already reserved

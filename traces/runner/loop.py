@@ -298,6 +298,11 @@ class AgentRunner:
             "enable_memory": config.enable_memory,
             "context_every": context_every,
             "stream": config.stream,
+            "sandbox_network": (
+                config.sandbox_network
+                if config.sandbox_network is not None
+                else bool((preset.extra or {}).get("sandbox_network", settings.AGENT_SANDBOX_NETWORK))
+            ),
         }
         changed = run_settings.changes(trace.run_settings, effective)
         trace.run_settings = effective
@@ -883,6 +888,7 @@ class AgentRunner:
             runner=self,
             tool_call_id=call.get("id"),
             extra={"store": run.store, "config": run.config},
+            sandbox_network=run.trace.run_settings.get("sandbox_network"),
         )
         started = time.perf_counter()
         blocked = None

@@ -28,6 +28,7 @@ UNSET: dict[str, Any] = {
     "enable_memory": True,
     "context_every": None,
     "stream": None,
+    "sandbox_network": None,
 }
 FIELDS = tuple(UNSET)
 
@@ -89,12 +90,16 @@ POLICY_ORDER = {"auto": 0, "ask-risky": 1, "ask-all": 2}
 MAX_ITERATIONS_LIMIT = 10_000
 
 
-def check_request(values: dict[str, Any], *, baseline_policy: str, may_loosen: bool) -> dict[str, Any]:
+def check_request(
+    values: dict[str, Any], *, baseline_policy: str, may_loosen: bool, baseline_network: bool = False
+) -> dict[str, Any]:
     """A request's run settings, checked: InvalidRun names the field at fault.
 
     `confirm_policy` may be made stricter than `baseline_policy` (the preset's or
     deployment's, or the trace's own) by anyone; looser only when `may_loosen`
-    (an expert): the gate cannot be switched off by the run's owner.
+    (an expert): the gate cannot be switched off by the run's owner. Likewise
+    `sandbox_network` may be turned off by anyone, on (beyond `baseline_network`)
+    only by an expert.
     """
     from traces.runner.config import InvalidRun
 
@@ -129,7 +134,9 @@ def check_request(values: dict[str, Any], *, baseline_policy: str, may_loosen: b
                 f"llm_params: {', '.join(sorted(refused))} may not be set; allowed: "
                 + ", ".join(sorted(LLM_PARAMS_ALLOWED))
             )
-    for name in ("enable_memory", "stream"):
+    if checked.get("sandbox_network") and not baseline_network and not may_loosen:
+        raise InvalidRun("sandbox_network: only an expert may give a run's tools the network")
+    for name in ("enable_memory", "stream", "sandbox_network"):
         if name in checked and not isinstance(checked[name], bool):
             raise InvalidRun(f"{name}: true or false")
     every = checked.get("context_every")

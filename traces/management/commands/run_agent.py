@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import signal
 import sys
@@ -54,6 +55,12 @@ class Command(BaseCommand):
             "--confirm-policy", choices=["auto", "ask-risky", "ask-all"], help="which calls wait"
         )
         parser.add_argument("--no-memory", action="store_true", help="retrieve no experiences for a new run")
+        parser.add_argument(
+            "--network",
+            action=argparse.BooleanOptionalAction,
+            default=None,
+            help="give (or take) the run's sandboxed tools the network",
+        )
         parser.add_argument("--name", help="display name of a new trace")
         parser.add_argument("--no-stream", action="store_true", help="plain model calls instead of streaming")
         parser.add_argument(
@@ -119,6 +126,7 @@ class Command(BaseCommand):
             "llm_params": params or None,
             "confirm_policy": options["confirm_policy"],
             "enable_memory": False if options["no_memory"] else None,
+            "sandbox_network": options["network"],
         }
         try:  # the terminal is the operator's: it may loosen the gate
             return run_settings.check_request(values, baseline_policy="auto", may_loosen=True)
