@@ -341,3 +341,15 @@ def test_the_api_approves_for_the_rest_of_the_run_and_shows_the_question(
     )
     assert decided.status_code == 200 and decided.json()["scope"] == "run"
     assert Trace.objects.get(pk=trace.trace_id).context["approved_tools"] == {"write": approval.pk}
+
+
+def test_a_call_with_invalid_arguments_is_not_put_to_an_expert(runner, llm, integrator):
+    llm.script(
+        "scripted",
+        [Reply(tool_calls=[ToolCall("write", {"path": ["not", "a", "string"], "content": "x"})]), "gave up"],
+    )
+    result = runner.run_result(user("write"), RunConfig(confirm_policy="ask-risky", owner_id=integrator.pk))
+
+    assert result.status == "completed" and not Approval.objects.exists()
+    error = Message.objects.get(trace_id=result.trace_id, role="tool")
+    assert error.kind == "tool_error" and "path" in error.content

@@ -29,6 +29,7 @@ from typing import Any
 
 from django.conf import settings
 
+from tools.models import ToolError
 from tools.registry import Tool
 from traces.models import Approval, ApprovalStatus, Trace
 
@@ -67,8 +68,16 @@ class Ask:
 
 
 def needs_approval(tool: Tool | None, policy: str, arguments: Any = None) -> Ask | None:
-    """Whether a call must wait under `policy`, and what the tool asks, if anything."""
+    """Whether a call must wait under `policy`, and what the tool asks, if anything.
+
+    A call whose arguments do not validate asks nothing: it runs into its
+    validation error (T2) instead of putting a call that cannot run to an expert.
+    """
     if tool is None or tool.name in UNGATED_TOOLS or policy == "auto":
+        return None
+    try:
+        tool.validate_arguments(arguments if isinstance(arguments, dict) else {})
+    except ToolError:
         return None
     question = tool.confirm(arguments if isinstance(arguments, dict) else {}) if tool.confirm else None
     if policy == "ask-all":
