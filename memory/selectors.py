@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 
-from memory.models import Experience, ExperienceStatus, normalize_tag
+from memory.filters import ExperienceFilter
+from memory.models import Experience, ExperienceStatus
 
 
 def experiences_visible_to(user: Any) -> QuerySet[Experience]:
@@ -18,16 +19,7 @@ def experiences_visible_to(user: Any) -> QuerySet[Experience]:
     return Experience.objects.filter(status=ExperienceStatus.APPROVED)
 
 
-def experience_list(*, user: Any, filters: dict[str, Any]) -> QuerySet[Experience]:
+def experience_list(*, user: Any, filters: Any) -> QuerySet[Experience]:
+    """The experiences `user` may see, narrowed by `filters` (memory/filters.py:ExperienceFilter)."""
     experiences = experiences_visible_to(user).defer("embedding")
-    for field in ("status", "category", "source"):
-        if field in filters:
-            experiences = experiences.filter(**{field: filters[field]})
-    if "tag" in filters:
-        tag = f" {normalize_tag(filters['tag'])} "
-        experiences = experiences.filter(Q(intent_index__contains=tag) | Q(state_index__contains=tag))
-    if "q" in filters:
-        experiences = experiences.filter(
-            Q(condition__icontains=filters["q"]) | Q(rule__icontains=filters["q"])
-        )
-    return experiences.order_by("code")
+    return ExperienceFilter(filters, queryset=experiences).qs.order_by("code")

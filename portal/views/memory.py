@@ -28,8 +28,7 @@ from memory.services import (
     experiences_import,
 )
 from memory.skills import load_skills
-
-MAX_UPLOAD_BYTES = 2 * 1024 * 1024
+from portal.forms import ExperienceEditForm, ExperiencesUploadForm, ReturnForm
 
 
 def _expert(request: HttpRequest) -> None:
@@ -73,11 +72,9 @@ def _experience(request: HttpRequest, code: str) -> Experience:
     return experience
 
 
-def _back(request: HttpRequest) -> HttpResponse:
-    target = request.POST.get("next", "")
-    if target.startswith("/") and not target.startswith("//"):
-        return redirect(target)
-    return redirect(reverse("portal:experiences"))
+def _back(form: ReturnForm) -> HttpResponse:
+    """To the page the (validated) form came from, else the review queue."""
+    return redirect(form.cleaned_data.get("next") or reverse("portal:experiences"))
 
 
 @login_required
@@ -85,6 +82,8 @@ def _back(request: HttpRequest) -> HttpResponse:
 def experience_action(request: HttpRequest, code: str, action: str) -> HttpResponse:
     _expert(request)
     experience = _experience(request, code)
+    form = ReturnForm(request.POST)
+    form.is_valid()  # only `next`, which falls back to the review queue
     if action == "approve":
         experience_approve(experience=experience, user=request.user)
         messages.success(request, f"{code} approved: runs can now retrieve it.")
@@ -99,7 +98,7 @@ def experience_action(request: HttpRequest, code: str, action: str) -> HttpRespo
         messages.success(request, f"{code} marked {action}.")
     else:
         raise Http404("unknown action")
-    return _back(request)
+    return _back(form)
 
 
 @login_required
@@ -107,24 +106,13 @@ def experience_action(request: HttpRequest, code: str, action: str) -> HttpRespo
 def experience_edit(request: HttpRequest, code: str) -> HttpResponse:
     _expert(request)
     experience = _experience(request, code)
-    rule = request.POST.get("rule", "").strip()
-    if not rule:
-        messages.error(request, f"{code} was not changed: the rule cannot be empty.")
-        return _back(request)
-    category = request.POST.get("category", experience.category)
-
-    def words(key: str) -> list[str]:
-        return [w.strip() for w in request.POST.get(key, "").split(",") if w.strip()]
-
-    experience_update(
-        experience=experience,
-        rule=rule,
-        condition=request.POST.get("condition", "").strip(),
-        category=category if category in CATEGORIES else experience.category,
-        tags={"intent": words("intent"), "state": words("state")},
-    )
+    form = ExperienceEditForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, f"{code} was not changed: {form.first_message()}.")
+        return _back(form)
+    experience_update(experience=experience, **form.changes(experience.category))
     messages.success(request, f"{code} saved.")
-    return _back(request)
+    return _back(form)
 
 
 @login_required
@@ -140,24 +128,19 @@ def experiences_download(request: HttpRequest) -> HttpResponse:
 @require_POST
 def experiences_upload(request: HttpRequest) -> HttpResponse:
     _expert(request)
-    upload = request.FILES.get("file")
-    if upload is None:
-        messages.error(request, "Choose an experiences.md file to upload.")
-        return _back(request)
-    if upload.size > MAX_UPLOAD_BYTES:
-        messages.error(request, "That file is too large (over 2 MiB).")
-        return _back(request)
+    form = ExperiencesUploadForm(request.POST, request.FILES)
+    if not form.is_valid():
+        messages.error(request, form.first_message())
+        return _back(form)
     try:
-        result = experiences_import(text=upload.read().decode("utf-8"))
-    except UnicodeDecodeError:
-        messages.error(request, "That file is not UTF-8 text; nothing was imported.")
+        result = experiences_import(text=form.cleaned_data["file"])
     except ExperiencesFileError as exc:
         messages.error(request, f"Nothing was imported: {exc}")
     else:
         messages.success(
             request, f"Imported: {len(result['created'])} new, {len(result['updated'])} updated."
         )
-    return _back(request)
+    return _back(form)
 
 
 @login_required

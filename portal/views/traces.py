@@ -12,16 +12,16 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
 from memory.models import AgentPreset
 from portal.conversation import branch_tips, conversation, message_tree
-from portal.forms import ContinueForm, NewRunForm
+from portal.forms import AnswerForm, ContinueForm, NewRunForm, ReflectForm
 from portal.views.common import back_to_trace, refuse, refused
 from traces.approvals import approvals_for, may_decide
+from traces.filters import ATTENTION, TOP_LEVEL, PortalTraceFilter
 from traces.goal_tree import GoalTree
 from traces.humans import HUMAN, human_answer
 from traces.models import ApprovalStatus, InboxMessage, Message, Trace, TraceStatus
@@ -45,41 +45,28 @@ def _visible(request: HttpRequest, trace_id: str) -> Trace:
 @login_required
 @require_GET
 def trace_list(request: HttpRequest) -> HttpResponse:
-    traces = traces_visible_to(request.user).select_related("owner").order_by("-updated_at")
-    status = request.GET.get("status", "")
-    agent_type = request.GET.get("agent_type", "")
-    q = request.GET.get("q", "").strip()
+    visible = traces_visible_to(request.user)
     scope = request.GET.get("scope", "top")
-    if status == "attention":
-        traces = traces.filter(Q(needs_attention=True) | Q(status=TraceStatus.WAITING))
-    elif status:
-        traces = traces.filter(status=status)
-    if agent_type:
-        traces = traces.filter(agent_type=agent_type)
-    if q:
-        traces = traces.filter(Q(name__icontains=q) | Q(task__icontains=q) | Q(trace_id__icontains=q))
-    if scope == "top":
-        traces = traces.filter(parent_trace__isnull=True)
-    page = Paginator(traces, PAGE_SIZE).get_page(request.GET.get("page"))
+    filters = request.GET.copy()
+    filters["parent"] = TOP_LEVEL if scope == "top" else ""
+    listed = PortalTraceFilter(filters, queryset=visible.select_related("owner").order_by("-updated_at"))
+    page = Paginator(listed.qs, PAGE_SIZE).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
-    visible = traces_visible_to(request.user)
-    needing = visible.filter(Q(needs_attention=True) | Q(status=TraceStatus.WAITING))
-    if scope == "top":
-        needing = needing.filter(parent_trace__isnull=True)
+    needing = PortalTraceFilter({"status": ATTENTION, "parent": filters["parent"]}, queryset=visible)
     return render(
         request,
         "portal/trace_list.html",
         {
             "page": page,
-            "status": status,
-            "agent_type": agent_type,
-            "q": q,
+            "status": request.GET.get("status", ""),
+            "agent_type": request.GET.get("agent_type", ""),
+            "q": request.GET.get("q", "").strip(),
             "scope": scope,
             "query": query.urlencode(),
             "statuses": TraceStatus.values,
             "agent_types": sorted({t for t in visible.values_list("agent_type", flat=True).distinct() if t}),
-            "attention_count": needing.count(),
+            "attention_count": needing.qs.count(),
         },
     )
 
@@ -272,8 +259,11 @@ def trace_stop_view(request: HttpRequest, trace_id: str) -> HttpResponse:
 @login_required
 @require_POST
 def trace_reflect_view(request: HttpRequest, trace_id: str) -> HttpResponse:
+    form = ReflectForm(request.POST)
+    if not form.is_valid():
+        return refused(request, trace_id, InvalidRun(form.first_error()))
     try:
-        trace_reflect(user=request.user, trace_id=trace_id, focus=request.POST.get("focus", "").strip())
+        trace_reflect(user=request.user, trace_id=trace_id, focus=form.cleaned_data["focus"])
     except RunError as exc:
         return refused(request, trace_id, exc)
     else:
@@ -287,9 +277,12 @@ def trace_reflect_view(request: HttpRequest, trace_id: str) -> HttpResponse:
 @require_POST
 def trace_answer_view(request: HttpRequest, trace_id: str) -> HttpResponse:
     """Answer an ask_human request (S3); the page to come back to is the asking trace's."""
-    back = request.POST.get("back") or trace_id
+    form = AnswerForm(request.POST)
+    if not form.is_valid():
+        return refused(request, trace_id, InvalidRun(form.first_error()))
+    back = form.cleaned_data["back"] or trace_id
     try:
-        child = human_answer(user=request.user, trace_id=trace_id, answer=request.POST.get("answer", ""))
+        child = human_answer(user=request.user, trace_id=trace_id, answer=form.cleaned_data["answer"])
     except RunError as exc:
         return refused(request, back, exc)
     messages.success(request, "Answer sent; the asking run resumes with it.")

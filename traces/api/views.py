@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, status
 from rest_framework.request import Request
@@ -15,6 +15,7 @@ from traces import services
 from traces.api import serializers as s
 from traces.api.parsers import BoundedJSONParser
 from traces.api.permissions import visible_traces
+from traces.filters import TraceFilter
 from traces.models import Trace, TraceStatus
 from traces.runner import TraceNotFound
 from traces.selectors import trace_events, trace_main_path, trace_messages
@@ -46,21 +47,8 @@ class TraceListView(TraceAPIView, generics.GenericAPIView):
     def get_queryset(self) -> QuerySet[Trace]:
         query = s.TraceListQuerySerializer(data=self.request.query_params)
         query.is_valid(raise_exception=True)
-        filters = query.validated_data
         traces = visible_traces(self.request).select_related("owner").order_by("-created_at", "-trace_id")
-        for field in ("status", "agent_type", "uid"):
-            if field in filters:
-                traces = traces.filter(**{field: filters[field]})
-        if "parent" in filters:
-            parent = filters["parent"]
-            traces = (
-                traces.filter(parent_trace__isnull=True)
-                if parent == "none"
-                else traces.filter(parent_trace_id=parent)
-            )
-        if "q" in filters:
-            traces = traces.filter(Q(name__icontains=filters["q"]) | Q(task__icontains=filters["q"]))
-        return traces
+        return TraceFilter(query.validated_data, queryset=traces).qs
 
     @extend_schema(
         parameters=[s.TraceListQuerySerializer], responses={200: s.TraceSerializer(many=True), **ERRORS}
