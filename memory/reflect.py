@@ -19,13 +19,22 @@ interleave with a run) and gives the trace back in the status it had.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
 from django.db import transaction
 from django.utils import timezone
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    Field,
+    StrictInt,
+    StrictStr,
+    StringConstraints,
+    ValidationError,
+)
 
 from memory import prompts
 from memory.models import Experience, ExperienceSource, normalize_tags
@@ -34,7 +43,7 @@ from memory.services import experience_create
 from traces.llm import LLMClient, LLMError, LLMResponse, ModelNotConfigured, agent_model
 from traces.models import Message
 from traces.runner.config import InvalidRun
-from traces.runner.loop import sanitize_history
+from traces.runner.history import sanitize_history
 from traces.runner.prepare import load_trace, text_of
 from traces.runner.store import RunStore, trace_claim, worker_identity
 from traces.selectors import trace_main_path
@@ -42,7 +51,6 @@ from traces.selectors import trace_main_path
 logger = logging.getLogger(__name__)
 
 MAX_EXPERIENCES = 5
-_CATEGORY = re.compile(r"^[a-z][a-z0-9_]{0,49}$")
 
 
 class ReflectionInvalid(ValueError):
@@ -61,54 +69,77 @@ class ReflectResult:
         return dict(self.__dict__)
 
 
+class ReflectedTags(BaseModel):
+    state: list[StrictStr] = []
+    intent: list[StrictStr] = []
+
+
+def _category_word(value: Any) -> str:
+    return str(value or "").strip().lower()
+
+
+class ReflectedExperience(BaseModel):
+    """One experience as the reflection prompt asks for it (`prompts.REFLECT_PROMPT`);
+    other keys are ignored. Fields are checked in this order, the first fault reported."""
+
+    category: Annotated[
+        str, BeforeValidator(_category_word), StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,49}$")
+    ]
+    rule: Annotated[StrictStr, AfterValidator(str.strip), StringConstraints(min_length=1)]
+    condition: Annotated[StrictStr, AfterValidator(str.strip)] = ""
+    tags: ReflectedTags
+    evidence: list[StrictInt] = []  # main-path sequences
+
+    def as_draft(self) -> dict[str, Any]:
+        return {
+            "category": self.category,
+            "tags": normalize_tags(self.tags.model_dump()),
+            "condition": self.condition,
+            "rule": self.rule,
+            "evidence": list(dict.fromkeys(self.evidence)),
+        }
+
+
+class ReflectionAnswer(BaseModel):
+    experiences: Annotated[list[Any], Field(max_length=MAX_EXPERIENCES)]  # each a ReflectedExperience
+
+
+FAULTS = {  # what the model is told, by the field at fault
+    "category": "category must be a snake_case word like tool_usage",
+    "rule": "rule must be a non-empty string",
+    "condition": "condition must be a string",
+    "tags": 'tags must be {"state": [words], "intent": [words]}',
+    "evidence": "evidence must be a list of message sequence numbers",
+}
+
+
 def validate_reflection(content: str | None, main_path: dict[int, Message]) -> list[dict[str, Any]]:
     """The experiences of a reflection answer, checked; ReflectionInvalid naming the fault."""
     data = parse_json_object(content or "")
-    if isinstance(data, dict):
-        data = data.get("experiences")
-    if not isinstance(data, list):
-        raise ReflectionInvalid('expected a JSON object {"experiences": [...]}')
-    if len(data) > MAX_EXPERIENCES:
-        raise ReflectionInvalid(f"at most {MAX_EXPERIENCES} experiences, got {len(data)}")
+    try:
+        answer = ReflectionAnswer.model_validate({"experiences": data} if isinstance(data, list) else data)
+    except ValidationError as exc:
+        fault = exc.errors()[0]
+        if fault["type"] == "too_long":
+            got = fault["ctx"]["actual_length"]
+            raise ReflectionInvalid(f"at most {MAX_EXPERIENCES} experiences, got {got}") from None
+        raise ReflectionInvalid('expected a JSON object {"experiences": [...]}') from None
     clean = []
-    for number, item in enumerate(data, start=1):
+    for number, item in enumerate(answer.experiences, start=1):
         where = f"experience {number}"
-        if not isinstance(item, dict):
-            raise ReflectionInvalid(f"{where} is not an object")
-        category = str(item.get("category") or "").strip().lower()
-        if not _CATEGORY.match(category):
-            raise ReflectionInvalid(f"{where}: category must be a snake_case word like tool_usage")
-        rule = item.get("rule")
-        if not isinstance(rule, str) or not rule.strip():
-            raise ReflectionInvalid(f"{where}: rule must be a non-empty string")
-        condition = item.get("condition", "")
-        if not isinstance(condition, str):
-            raise ReflectionInvalid(f"{where}: condition must be a string")
-        tags = item.get("tags")
-        if not isinstance(tags, dict) or not all(
-            isinstance(tags.get(k, []), list) and all(isinstance(t, str) for t in tags.get(k, []))
-            for k in ("state", "intent")
-        ):
-            raise ReflectionInvalid(f'{where}: tags must be {{"state": [words], "intent": [words]}}')
-        evidence = item.get("evidence", [])
-        if not isinstance(evidence, list) or not all(
-            isinstance(s, int) and not isinstance(s, bool) for s in evidence
-        ):
-            raise ReflectionInvalid(f"{where}: evidence must be a list of message sequence numbers")
-        off_path = [s for s in evidence if s not in main_path]
+        try:
+            experience = ReflectedExperience.model_validate(item)
+        except ValidationError as exc:
+            at = exc.errors()[0]["loc"]
+            raise ReflectionInvalid(
+                f"{where}: {FAULTS[str(at[0])]}" if at else f"{where} is not an object"
+            ) from None
+        off_path = [s for s in experience.evidence if s not in main_path]
         if off_path:
             raise ReflectionInvalid(
                 f"{where}: evidence {off_path} are not messages of this run (use the #N numbers listed)"
             )
-        clean.append(
-            {
-                "category": category,
-                "tags": normalize_tags(tags),
-                "condition": condition.strip(),
-                "rule": rule.strip(),
-                "evidence": list(dict.fromkeys(evidence)),
-            }
-        )
+        clean.append(experience.as_draft())
     return clean
 
 

@@ -1,0 +1,198 @@
+"""A run's tool calls: the confirm gate (G5), hooks (G4), execution and errors as results (T2), spill (C3), loops (G6)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+
+from tools.models import ToolContext, ToolResult
+from traces import compaction, prompts
+from traces.loop_detection import LoopVerdict
+from traces.models import Message, TraceStatus
+from traces.runner.approvals import (
+    GateDecision,
+    approval_payload,
+    gate,
+)
+from traces.runner.history import new_message
+from traces.runner.state import RunState
+
+# Inline tools that are quick and change nothing outside the run (the plan).
+QUICK_INLINE_TOOLS = {"goal"}
+
+
+class ToolCalls:
+    """AgentRunner's tool-call steps (a mixin; `self` is the AgentRunner)."""
+
+    def _quick(self, run: RunState, call: dict[str, Any]) -> bool:
+        name = str((call.get("function") or {}).get("name") or "")
+        tool = self.tool_registry.get(name) if name in run.offered else None
+        return tool is None or (tool.read_only and (not tool.inline or tool.name in QUICK_INLINE_TOOLS))
+
+    def _execute_calls(
+        self, run: RunState, calls: list[dict[str, Any]], message_sequence: int
+    ) -> Iterator[Message]:
+        run.loop_verdict = None
+        for call in calls:
+            if self._stopping(run):
+                # Unanswered calls are healed when the trace is next loaded (R6).
+                self._finish(run, TraceStatus.STOPPED)
+                return
+            denial = None
+            if run.gated:
+                decision = self._gate(run, call, message_sequence)
+                if decision.action == "wait":
+                    self._finish(run, TraceStatus.WAITING)  # no worker is held while an expert decides
+                    return
+                call = decision.call
+                if decision.action == "deny":
+                    note = decision.approval.decision_note if decision.approval else ""
+                    denial = ToolResult(
+                        title="Denied",
+                        output=f"An expert denied this call.{' Reason: ' + note if note else ''}",
+                        is_error=True,
+                    )
+            message = self._execute_call(run, call, forced=denial)
+            if message is None:
+                self._finish(run, TraceStatus.WAITING)  # a tool waits for a human (ask_human, S3)
+                return
+            yield message
+        if run.loop_verdict is not None:
+            yield from self._on_loop(run, run.loop_verdict)
+
+    def _on_loop(self, run: RunState, verdict: LoopVerdict) -> Iterator[Message]:
+        """G6: remind the model at warning level; end the run and flag it at critical."""
+        run.store.emit(
+            "loop_detected",
+            {"level": verdict.level, "kind": verdict.kind, "count": verdict.count, "detail": verdict.detail},
+        )
+        if verdict.level == "critical":
+            run.trace.needs_attention = True
+            run.trace.attention_reason = f"loop detected ({verdict.kind}): {verdict.detail}"
+            self._finish(run, TraceStatus.FAILED, error=run.trace.attention_reason)
+            return
+        yield self._note(
+            run,
+            prompts.LOOP_REMINDER.format(detail=verdict.detail),
+            kind="loop_warning",
+            description=f"loop warning: {verdict.kind}",
+        )
+
+    def _note(self, run: RunState, text: str, *, kind: str, description: str) -> Message:
+        """A system message from the runtime itself on the main path (guards)."""
+        note = new_message(
+            run,
+            role="system",
+            content=text,
+            kind=kind,
+            description=description,
+            goal_id=run.trace.current_goal_id,
+        )
+        self._add_message(run, note)
+        run.store.commit()
+        return note
+
+    def _gate(self, run: RunState, call: dict[str, Any], message_sequence: int) -> GateDecision:
+        name = str((call.get("function") or {}).get("name") or "")
+        tool = self.tool_registry.get(name) if name in run.offered else None
+        decision = gate(run.trace, call, tool, run.policy, message_sequence)
+        approval = decision.approval
+        if decision.by_run_approval is not None:
+            run.store.emit(
+                "confirm_response",
+                {
+                    "tool_call_id": call.get("id"),
+                    "tool": name,
+                    "status": "approved",
+                    "scope": "run",
+                    "approval_id": decision.by_run_approval,
+                },
+            )
+        if approval is None:
+            return decision
+        if decision.created:
+            # The approval and its event land through the run's fence, or not at all.
+            with transaction.atomic():
+                approval.save(force_insert=True)
+                run.store.emit("confirm_required", approval_payload(approval))
+                run.store.commit()
+        elif decision.action != "wait":
+            run.store.emit("confirm_response", approval_payload(approval))
+        return decision
+
+    def _execute_call(
+        self, run: RunState, call: dict[str, Any], forced: ToolResult | None = None
+    ) -> Message | None:
+        """Run one call and persist its result; None when the tool suspends the run (the call stays open)."""
+        function = call.get("function") or {}
+        name = str(function.get("name") or "")
+        arguments = function.get("arguments")
+        run.store.emit("tool_call", {"tool_call_id": call.get("id"), "name": name, "arguments": arguments})
+        ctx = ToolContext(
+            trace=run.trace,
+            workspace=run.workspace,
+            goal_tree=run.goal_tree,
+            goal_id=run.trace.current_goal_id,
+            uid=run.trace.uid,
+            runner=self,
+            tool_call_id=call.get("id"),
+            extra={"store": run.store, "config": run.config},
+            sandbox_network=run.trace.run_settings.get("sandbox_network"),
+        )
+        started = time.perf_counter()
+        blocked = None
+        if forced is None and self.hooks.has("before_tool_call"):
+            blocked = self.hooks.before_tool_call(run.trace, call)
+        if forced is not None:
+            result = forced
+        elif blocked:
+            result = ToolResult(title="Blocked", output=f"This call was blocked: {blocked}", is_error=True)
+        else:
+            with run.store.keep_alive():  # a long tool must not look like a dead worker (W5)
+                result = self.tool_registry.execute(
+                    name, arguments, ctx, offered=run.offered, timeout=settings.AGENT_TOOL_TIMEOUT
+                )
+            if result.metadata.get("suspend"):
+                return None
+        if self.hooks.has("after_tool_call"):
+            result = self.hooks.after_tool_call(run.trace, call, result)
+        duration_ms = int((time.perf_counter() - started) * 1000)
+        verdict = run.loop_detector.observe(name, arguments, result.to_content())
+        if verdict is not None and (run.loop_verdict is None or verdict.level == "critical"):
+            run.loop_verdict = verdict
+        once = bool(result.include_output_only_once and result.long_term_memory)
+        message = new_message(
+            run,
+            role="tool",
+            content=result.to_content(),
+            tool_call_id=call.get("id"),
+            name=name or None,
+            goal_id=run.trace.current_goal_id or ctx.goal_id,
+            duration_ms=duration_ms,
+            kind="tool_error" if result.is_error else ("once" if once else ""),
+            # a shown-once result keeps its long-term memory here for later requests (C3)
+            description=(result.long_term_memory if once else (result.title or name))[:2000],
+        )
+        if len(message.content) > settings.AGENT_TOOL_SPILL_CHARS:
+            message.content = compaction.spill(run.workspace, message.message_id, message.content)
+        run.store.emit(
+            "tool_result",
+            {
+                "tool_call_id": call.get("id"),
+                "name": name,
+                "title": result.title,
+                "is_error": result.is_error,
+                "duration_ms": duration_ms,
+            },
+        )
+        self._add_message(run, message)
+        if once:
+            run.once_pending.append((len(run.llm_messages) - 1, message.description))
+        run.store.commit()
+        return message
+
+    # --- ending ------------------------------------------------------------------

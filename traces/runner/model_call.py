@@ -1,0 +1,111 @@
+"""A run's model calls: watched for stop and timeouts, tokens streamed as events, the reply persisted (R5, G2, G3, R8, R9)."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+from typing import Any
+
+from django.conf import settings
+
+from memory.services import experience_record_citations
+from traces.llm import LLMResponse
+from traces.models import Message
+from traces.runner.guards import ModelTimeout, TokenWatch, normalize_response
+from traces.runner.history import describe_assistant, new_message
+from traces.runner.state import RunState
+
+
+class ModelCalls:
+    """AgentRunner's model-call steps (a mixin; `self` is the AgentRunner)."""
+
+    def _call_model(self, run: RunState, messages: list[dict[str, Any]]) -> LLMResponse | None:
+        """One model call in a pool thread, watched from the run's thread.
+
+        Abandoned when a stop arrives (R5) or a G3 timeout passes (hard limit,
+        silent stream); a `waiting` pulse marks each first-feedback period without
+        a token (an empty `token` event with `pulse: true`); streamed text is
+        persisted as `token` events as it arrives.
+        """
+        started = time.perf_counter()
+        watch = TokenWatch(run.config.on_token)
+        if self.hooks.has("before_model"):
+            messages = self.hooks.before_model(run.trace, messages)
+        future = self._pool.submit(
+            self.llm_call,
+            messages,
+            model=run.model,
+            tools=run.tool_schemas or None,
+            params=run.params,
+            stream=run.stream,
+            on_token=watch,
+        )
+        next_pulse = settings.AGENT_TIMEOUT_FIRST_FEEDBACK
+        try:
+            while True:
+                try:
+                    response = future.result(timeout=settings.AGENT_STOP_POLL_SECONDS)
+                    break
+                except concurrent.futures.TimeoutError:
+                    pass
+                elapsed = time.perf_counter() - started
+                if self._stopping(run, poll_now=True):
+                    future.cancel()
+                    return None
+                if elapsed > settings.AGENT_TIMEOUT_HARD:
+                    future.cancel()
+                    raise ModelTimeout(
+                        f"model call exceeded the hard timeout ({settings.AGENT_TIMEOUT_HARD:g} s)"
+                    )
+                silent = time.perf_counter() - watch.last_at if watch.last_at else 0.0
+                if run.stream and silent > settings.AGENT_TIMEOUT_HEARTBEAT:
+                    future.cancel()
+                    raise ModelTimeout(f"model stream was silent for {silent:.0f} s (heartbeat timeout)")
+                if watch.first_at is None and elapsed > next_pulse:
+                    # seed 002: the first-feedback pulse is an empty token event
+                    run.store.emit("token", {"text": "", "pulse": True, "seconds": round(elapsed, 1)})
+                    next_pulse += settings.AGENT_TIMEOUT_FIRST_FEEDBACK
+                if self._flush_tokens(run, watch) or run.store.has_pending_events:
+                    run.store.commit()
+        finally:
+            run.model_seconds += time.perf_counter() - started
+        self._flush_tokens(run, watch)  # committed with the assistant message
+        if self.hooks.has("after_model"):
+            self.hooks.after_model(run.trace, response)
+        return normalize_response(response, run.offered)
+
+    def _flush_tokens(self, run: RunState, watch: TokenWatch) -> bool:
+        text = watch.drain()
+        if text:
+            run.store.emit("token", {"text": text})
+        return bool(text)
+
+    # --- context management (C1-C5) ------------------------------------------------
+
+    def _persist_assistant(self, run: RunState, response: LLMResponse) -> Message:
+        calls = response.tool_calls
+        if not run.goal_tree and not any(c["function"]["name"] == "goal" for c in calls):
+            run.goal_tree.ensure_root(run.trace.task or "Complete the task")  # R9
+        message = new_message(
+            run,
+            role="assistant",
+            content=response.content,
+            tool_calls=calls or None,
+            goal_id=run.trace.current_goal_id,
+            prompt_tokens=response.prompt_tokens,
+            completion_tokens=response.completion_tokens,
+            cost=response.cost,
+            duration_ms=response.duration_ms,
+            finish_reason=response.finish_reason,
+            kind="",
+            description=describe_assistant(response),
+        )
+        self._add_message(run, message)
+        # M4: [ex_…] = usage, counted with this message's commit
+        experience_record_citations(trace=run.trace, text=response.content, write=run.store.defer)
+        if not all(self._quick(run, call) for call in calls):
+            # Commit the call before a slow or side-effecting tool runs: watchers see
+            # it, and a crash mid-tool leaves an open call to heal (R6). Quick
+            # read-only rounds commit once, with their results.
+            run.store.commit()
+        return message

@@ -1,0 +1,70 @@
+"""The state of one run, owned by the thread running it (traces/runner/loop.py)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+from memory.presets import AgentPreset
+from tools.registry import Tool
+from traces.compaction import PathInfo
+from traces.goal_tree import GoalTree
+from traces.llm import ModelSettings
+from traces.loop_detection import LoopDetector, LoopVerdict
+from traces.models import Message, Trace
+from traces.runner.config import RunConfig
+from traces.runner.store import RunStore
+
+
+@dataclass
+class RunState:
+    """The state of one run, owned by the thread running it."""
+
+    trace: Trace
+    store: RunStore
+    goal_tree: GoalTree
+    config: RunConfig
+    preset: AgentPreset
+    model: ModelSettings
+    tools: list[Tool]
+    workspace: Path
+    llm_messages: list[dict[str, Any]] = field(default_factory=list)
+    params: dict[str, Any] = field(default_factory=dict)
+    stream: bool = False
+    max_iterations: int = 30
+    context_every: int = 10
+    stop_event: threading.Event = field(default_factory=threading.Event)
+    last_poll: float = 0.0
+    pending_calls: list[dict[str, Any]] = field(default_factory=list)
+    pending_from: int = 0  # sequence of the assistant message whose calls are pending
+    fresh: list[Message] = field(default_factory=list)  # persisted, not yet yielded
+    iterations: int = 0
+    model_seconds: float = 0.0
+    started: float = field(default_factory=time.perf_counter)
+    loop_detector: LoopDetector = field(
+        default_factory=lambda: LoopDetector(
+            warning=settings.AGENT_LOOP_WARNING, critical=settings.AGENT_LOOP_CRITICAL
+        )
+    )
+    loop_verdict: LoopVerdict | None = None  # worst pattern seen in the current step
+    infos: list[PathInfo] = field(default_factory=list)  # one per llm_messages entry (C1-C3)
+    token_total: int = 0  # estimated tokens of llm_messages
+    threshold: int = 0  # compaction starts above this many tokens
+    once_pending: list[tuple[int, str]] = field(default_factory=list)  # (index, long-term memory) to retire
+    dropped_signature: tuple[int, ...] = ()  # what level 1 left out last time (one event per change)
+    truncated_signature: tuple[int, ...] = ()  # what the truncation fallback left out last time
+    policy: str = "auto"  # confirm gate (G5)
+    gated: bool = False  # whether calls must pass the gate (a policy asks, or approvals exist)
+
+    offered: set[str] = field(init=False)  # names of self.tools
+    tool_schemas: list[dict[str, Any]] = field(init=False)  # what every model request offers
+
+    def __post_init__(self) -> None:
+        # The tools are fixed for the run: derive these once, not at every step.
+        self.offered = {t.name for t in self.tools}
+        self.tool_schemas = [t.schema() for t in self.tools]
