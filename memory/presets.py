@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, ValidationError
+
 
 @dataclass
 class AgentPreset:
@@ -64,15 +66,21 @@ AGENT_PRESETS: dict[str, AgentPreset] = {
 }
 
 
-PRESET_FIELDS = (
-    "allowed_tools",
-    "denied_tools",
-    "max_iterations",
-    "temperature",
-    "skills",
-    "description",
-    "extra",
-)
+class PresetFields(BaseModel):
+    """A preset as a presets file gives it: AgentPreset's fields, JSON types as they are."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    allowed_tools: list[str] | None = None
+    denied_tools: list[str] | None = None
+    max_iterations: int | None = None
+    temperature: float | None = None
+    skills: list[str] | None = None
+    description: str | None = None
+    extra: dict[str, Any] | None = None
+
+
+PRESET_FIELDS = tuple(PresetFields.model_fields)
 
 
 class UnknownPreset(KeyError):
@@ -113,13 +121,22 @@ def read_presets_file(path: str | Path) -> dict[str, AgentPreset]:
         raise ValueError(f"{path}: expected a JSON object of presets")
     presets = {}
     for name, fields in data.items():
-        if not isinstance(fields, dict):
-            raise ValueError(f"{path}: preset {name!r} must be an object")
-        unknown = set(fields) - set(PRESET_FIELDS)
-        if unknown:
-            raise ValueError(f"{path}: preset {name!r} has unknown field(s) {', '.join(sorted(unknown))}")
-        presets[name] = AgentPreset(**fields)
+        try:
+            preset = PresetFields.model_validate(fields)
+        except ValidationError as exc:
+            raise ValueError(f"{path}: preset {name!r} {_fault(exc)}") from None
+        presets[name] = AgentPreset(**preset.model_dump(exclude_unset=True))
     return presets
+
+
+def _fault(exc: ValidationError) -> str:
+    errors = exc.errors()
+    unknown = sorted(str(e["loc"][0]) for e in errors if e["type"] == "extra_forbidden")
+    if unknown:
+        return f"has unknown field(s) {', '.join(unknown)}"
+    if not errors[0]["loc"]:
+        return "must be an object"
+    return f"{'.'.join(map(str, errors[0]['loc']))}: {errors[0]['msg']}"
 
 
 def load_presets_file(path: str | Path) -> list[str]:
