@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
 from django.conf import settings
 
 from traces.subtraces import TERMINAL, ChildOutcome
@@ -138,28 +137,29 @@ def _quote(trace_id: str) -> str:
 def _request(
     agent: RemoteAgent, method: str, path: str, body: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(
-        agent.base_url + path,
-        data=data,
-        method=method,
-        headers={"Authorization": f"Token {agent.key}", "Content-Type": "application/json"},
-    )
+    """One call to `agent`'s API, its JSON answer; a redirect is not followed (only the
+    configured instance is spoken to) and, like any answer but 2xx, is a RemoteAgentError."""
     try:
-        with urllib.request.urlopen(request, timeout=settings.AGENT_REMOTE_REQUEST_TIMEOUT) as response:
-            return json.loads(response.read() or b"{}")
-    except urllib.error.HTTPError as exc:
-        detail = exc.read()[:500].decode(errors="replace")
+        response = httpx.request(
+            method,
+            agent.base_url + path,
+            json=body,
+            headers={"Authorization": f"Token {agent.key}"},
+            timeout=settings.AGENT_REMOTE_REQUEST_TIMEOUT,
+        )
+    except (httpx.TransportError, httpx.InvalidURL) as exc:  # refused, reset, timed out, bad address
+        raise RemoteAgentError(f"remote agent {agent.base_url} is unreachable ({exc})") from None
+    if not response.is_success:
+        detail = response.content[:500].decode(errors="replace")
         try:
             detail = json.loads(detail).get("error", detail)
         except (ValueError, AttributeError):
             pass
         raise RemoteAgentError(
-            f"remote agent {agent.base_url} answered {exc.code} to {method} {path}: {detail}"
-        ) from None
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise RemoteAgentError(f"remote agent {agent.base_url} is unreachable ({reason})") from None
+            f"remote agent {agent.base_url} answered {response.status_code} to {method} {path}: {detail}"
+        )
+    try:
+        return json.loads(response.content or b"{}")
     except ValueError:
         raise RemoteAgentError(
             f"remote agent {agent.base_url} answered {method} {path} with invalid JSON"
