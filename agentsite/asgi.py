@@ -12,7 +12,7 @@ django_asgi_app = get_asgi_application()
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from traces.api.websocket_auth import websocket_auth_stack  # noqa: E402
-from traces.routing import websocket_urlpatterns  # noqa: E402
+from traces.events.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {

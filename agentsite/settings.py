@@ -256,7 +256,7 @@ AGENT_USER_SKILLS_DIR = Path(env_str("AGENT_USER_SKILLS_DIR") or str(Path.home()
 AGENT_TIMEOUT_HARD = env_float("AGENT_TIMEOUT_HARD", 300.0, minimum=1.0)
 AGENT_TIMEOUT_HEARTBEAT = env_float("AGENT_TIMEOUT_HEARTBEAT", 60.0, minimum=0.5)
 AGENT_TIMEOUT_FIRST_FEEDBACK = env_float("AGENT_TIMEOUT_FIRST_FEEDBACK", 8.0, minimum=0.1)
-# G4: dotted paths of functions that register lifecycle hooks (traces/hooks.py).
+# G4: dotted paths of functions that register lifecycle hooks (traces/guards/hooks.py).
 AGENT_HOOKS = env_list("AGENT_HOOKS", [])
 # G5: which tool calls wait for an expert: auto | ask-risky | ask-all.
 AGENT_CONFIRM_POLICY = env_str("AGENT_CONFIRM_POLICY", "auto")

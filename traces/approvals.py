@@ -5,7 +5,7 @@ Experts decide: by default only staff may approve, deny or edit a call;
 decision binds to one Approval (one tool call of one trace); it is recorded
 with who, when, the edited arguments and the note (the audit trail), and once no call of the trace is left
 pending, the trace is queued to resume: approved calls run, denied ones get a
-tool result saying so (traces/runner/approvals.py).
+tool result saying so (traces/guards/confirm.py).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from traces.guards.confirm import RUN_APPROVED
 from traces.models import Approval, ApprovalStatus, Trace, TraceStatus
 from traces.runner import InvalidRun, NotAllowed, RunConflict, TraceNotFound
-from traces.runner.approvals import RUN_APPROVED
 from traces.selectors import traces_visible_to
 
 DECISIONS = {"approve": ApprovalStatus.APPROVED, "deny": ApprovalStatus.DENIED}

@@ -11,7 +11,8 @@ class TracesConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from traces import checks, doorbell, events, llm  # noqa: F401 (checks registers itself)
+        from traces import checks, events, llm  # noqa: F401 (checks registers itself)
+        from traces.events import doorbell
 
         llm.register_model_prices()
         events.subscribe(doorbell.ring)

@@ -24,7 +24,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from traces import events as event_bus
-from traces.models import Approval, ApprovalStatus, Message, Trace, TraceEvent, TraceStatus
+from traces.models import Approval, ApprovalStatus, Message, Trace, TraceStatus
 from traces.runner import InvalidRun, RunConflict, RunError, TraceNotFound
 from traces.selectors import traces_visible_to
 
@@ -78,8 +78,8 @@ def human_request_create(
             kind="input",
             created_at=now,
         )
-        _append_event(
-            child, "human_requested", {"question": question, "to": to, "parent_trace_id": parent.trace_id}
+        event_bus.event_append(
+            child.pk, "human_requested", {"question": question, "to": to, "parent_trace_id": parent.trace_id}
         )
     return child
 
@@ -129,8 +129,8 @@ def human_answer(*, user: Any, trace_id: str, answer: Any) -> Trace:
             description=f"answer from {who}: {answer[:150]}",
             created_at=now,
         )
-        _append_event(child, "human_answered", {"answered_by": who})
-        _append_event(child, "final", {"status": TraceStatus.COMPLETED, "result": answer})
+        event_bus.event_append(child.pk, "human_answered", {"answered_by": who})
+        event_bus.event_append(child.pk, "final", {"status": TraceStatus.COMPLETED, "result": answer})
         parent = _mark_collaborator_answered(child, who)
     if parent is not None:
         _resume_parent(user=user, parent=parent)
@@ -166,14 +166,3 @@ def _resume_parent(*, user: Any, parent: Trace) -> None:
         trace_continue(user=user, trace_id=parent.trace_id, messages=[])
     except RunError as exc:  # the answer is recorded; the parent resumes when next run
         logger.warning("answered, but could not resume %s: %s", parent.trace_id, exc)
-
-
-def _append_event(trace: Trace, event_type: str, payload: dict[str, Any]) -> None:
-    """Caller holds a transaction: one event row, the counter moved, published after commit."""
-    Trace.objects.filter(pk=trace.pk).update(last_event_id=F("last_event_id") + 1)
-    event_id = Trace.objects.values_list("last_event_id", flat=True).get(pk=trace.pk)
-    event = TraceEvent.objects.create(
-        trace_id=trace.pk, event_id=event_id, type=event_type, payload=payload, created_at=timezone.now()
-    )
-    published = [event_bus.event_dict(event)]
-    transaction.on_commit(lambda: event_bus.publish(trace.pk, published))

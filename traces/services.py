@@ -35,7 +35,7 @@ from django.utils import timezone
 from memory.presets import AgentPreset, UnknownPreset, get_preset
 from traces import events as event_bus
 from traces.llm import ModelNotConfigured, agent_model
-from traces.models import Trace, TraceEvent, TraceStatus
+from traces.models import Trace, TraceStatus
 from traces.runner import InvalidRun, RunConfig, RunConflict, TraceNotFound, run_settings
 from traces.runner.prepare import new_trace_id, plan_existing, text_of, validate_messages
 from traces.selectors import trace_main_path_for_run, traces_visible_to
@@ -345,20 +345,17 @@ def _cancel_queued(trace: Trace) -> bool:
         )
         if not cancelled:
             return False
-        row = Trace.objects.values("last_event_id", "head_sequence").get(pk=trace.pk)
-        event = TraceEvent.objects.create(
-            trace_id=trace.pk,
-            event_id=row["last_event_id"],
-            type="stopped",
-            payload={
+        head = Trace.objects.values_list("head_sequence", flat=True).get(pk=trace.pk)
+        event_bus.event_append(
+            trace.pk,
+            "stopped",
+            {
                 "status": TraceStatus.STOPPED,
                 "result": None,
                 "error": None,
-                "head_sequence": row["head_sequence"],
+                "head_sequence": head,
                 "reason": "stopped before a worker started the run",
             },
-            created_at=now,
+            id_taken=True,
         )
-        published = [event_bus.event_dict(event)]
-        transaction.on_commit(lambda: event_bus.publish(trace.pk, published))
     return True

@@ -37,7 +37,7 @@ from django.utils import timezone
 
 from memory.services import experience_record_outcome
 from traces import events as event_bus
-from traces.models import Trace, TraceEvent, TraceStatus
+from traces.models import Trace, TraceStatus
 from traces.runner import InvalidRun, RunConfig
 from traces.runner.prepare import plan_existing, text_of
 from traces.selectors import trace_main_path_for_run
@@ -134,7 +134,7 @@ def _reserve_resume(trace: Trace, config: RunConfig) -> bool:
         )
         if not reserved:
             return False
-        _append_event(
+        event_bus.event_append(
             trace.pk,
             "run_resumed",
             {
@@ -143,6 +143,7 @@ def _reserve_resume(trace: Trace, config: RunConfig) -> bool:
                 "last_heartbeat": trace.heartbeat_at.isoformat() if trace.heartbeat_at else None,
                 "head_sequence": trace.head_sequence,
             },
+            id_taken=True,
         )
         _enqueue(trace.pk, [], config)
     return True
@@ -193,19 +194,10 @@ def _end(
         if status in (TraceStatus.COMPLETED, TraceStatus.FAILED):
             _record_outcome(trace_id, status)
         row = Trace.objects.values("head_sequence", "total_tokens", "total_cost").get(pk=trace_id)
-        _append_event(
+        event_bus.event_append(
             trace_id,
             END_EVENTS[status],
             {"status": status, "result": result, "error": error, "reason": reason or error, **row},
+            id_taken=True,
         )
     return True
-
-
-def _append_event(trace_id: str, event_type: str, payload: dict[str, Any]) -> None:
-    """Write the event whose id the caller just took (last_event_id + 1, in its transaction)."""
-    event_id = Trace.objects.values_list("last_event_id", flat=True).get(pk=trace_id)
-    event = TraceEvent.objects.create(
-        trace_id=trace_id, event_id=event_id, type=event_type, payload=payload, created_at=timezone.now()
-    )
-    published = [event_bus.event_dict(event)]
-    transaction.on_commit(lambda: event_bus.publish(trace_id, published))

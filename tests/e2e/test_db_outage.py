@@ -17,7 +17,7 @@ from websockets.exceptions import ConnectionClosed
 
 from agentsite.outage import RETRY_AFTER_SECONDS
 from tests.e2e.stack import Stack, throwaway_pg
-from traces.consumers import CLOSE_UNAVAILABLE
+from traces.events.consumers import CLOSE_UNAVAILABLE
 
 pytestmark = [
     pytest.mark.e2e,

@@ -19,7 +19,7 @@ from django.utils import timezone
 from memory.models import Experience, ExperienceStatus
 from memory.services import experience_create
 from tests.scripted_llm import Reply, ToolCall
-from traces.hooks import LifecycleHooks
+from traces.guards.hooks import LifecycleHooks
 from traces.models import Approval, Goal, Trace, TraceEvent
 from traces.runner import AgentRunner, LeaseLost, RunConfig
 

@@ -9,8 +9,8 @@ import pytest
 
 from tests.scripted_llm import Reply, ToolCall
 from tools.models import ToolResult
-from traces.hooks import LifecycleHooks
-from traces.loop_detection import LoopDetector
+from traces.guards.hooks import LifecycleHooks
+from traces.guards.loop_detection import LoopDetector
 from traces.models import Message, Trace, TraceEvent
 from traces.runner import AgentRunner, RunConfig
 

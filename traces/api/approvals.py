@@ -13,7 +13,7 @@ from traces.api.fields import StrictCharField
 from traces.api.serializers import ConstrainedSerializer, ErrorSerializer
 from traces.api.views import TRACE_ID, TraceAPIView
 from traces.approvals import approval_decide, approvals_for
-from traces.runner.approvals import approval_payload
+from traces.guards.confirm import approval_payload
 
 ERRORS = {code: ErrorSerializer for code in (400, 401, 404, 409, 413)}
 DECIDE_ERRORS = {**ERRORS, 403: ErrorSerializer}

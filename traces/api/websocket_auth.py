@@ -29,7 +29,7 @@ from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.db import InterfaceError, OperationalError
 
-from traces.consumers import CLOSE_UNAVAILABLE
+from traces.events.consumers import CLOSE_UNAVAILABLE
 
 logger = logging.getLogger(__name__)
 

@@ -182,10 +182,15 @@ def _record(trace: Trace, note: dict[str, Any]) -> dict[str, Any] | None:
     )
     if not moved:
         return None
-    event_id = Trace.objects.values_list("last_event_id", flat=True).get(pk=trace.pk)
-    trace.last_event_id = event_id
+    event = event_bus.event_append(
+        trace.pk,
+        EVENT_TYPE,
+        lambda event_id: {"id": f"{trace.trace_id}:{event_id}", "kind": note["kind"], "keys": note["keys"]},
+        id_taken=True,
+    )
+    trace.last_event_id = event.event_id
     payload = {
-        "id": f"{trace.trace_id}:{event_id}",
+        "id": event.payload["id"],
         "kind": note["kind"],
         "trace_id": trace.trace_id,
         "status": str(trace.status),
@@ -197,15 +202,6 @@ def _record(trace: Trace, note: dict[str, Any]) -> dict[str, Any] | None:
         "questions": note.get("questions", []),
         "reason": note.get("reason"),
     }
-    event = TraceEvent.objects.create(
-        trace_id=trace.pk,
-        event_id=event_id,
-        type=EVENT_TYPE,
-        payload={"id": payload["id"], "kind": note["kind"], "keys": note["keys"]},
-        created_at=timezone.now(),
-    )
-    published = [event_bus.event_dict(event)]
-    transaction.on_commit(lambda: event_bus.publish(trace.pk, published))
     return payload
 
 

@@ -11,13 +11,13 @@ from django.db import transaction
 
 from tools.models import ToolContext, ToolResult
 from traces import compaction, prompts
-from traces.loop_detection import LoopVerdict
-from traces.models import Message, TraceStatus
-from traces.runner.approvals import (
+from traces.guards.confirm import (
     GateDecision,
     approval_payload,
     gate,
 )
+from traces.guards.loop_detection import LoopVerdict
+from traces.models import Message, TraceStatus
 from traces.runner.history import new_message
 from traces.runner.state import RunState
 

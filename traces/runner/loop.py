@@ -22,7 +22,8 @@ from memory.services import experience_record_outcome
 from tools.registry import ToolRegistry, load_builtin_tools
 from traces import prompts
 from traces.compaction import info_for
-from traces.hooks import LifecycleHooks, hooks_from_settings
+from traces.guards.confirm import RUN_APPROVED
+from traces.guards.hooks import LifecycleHooks, hooks_from_settings
 from traces.llm import (
     LLMClient,
     LLMError,
@@ -30,7 +31,6 @@ from traces.llm import (
 )
 from traces.models import Message, Trace, TraceStatus
 from traces.notifications import notify_run_ended
-from traces.runner.approvals import RUN_APPROVED
 from traces.runner.calls import ToolCalls
 from traces.runner.config import (
     STEP_LIMIT_PREFIX,

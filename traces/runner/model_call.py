@@ -9,9 +9,9 @@ from typing import Any
 from django.conf import settings
 
 from memory.services import experience_record_citations
+from traces.guards.normalize import ModelTimeout, TokenWatch, normalize_response
 from traces.llm import LLMResponse
 from traces.models import Message
-from traces.runner.guards import ModelTimeout, TokenWatch, normalize_response
 from traces.runner.history import describe_assistant, new_message
 from traces.runner.state import RunState
 

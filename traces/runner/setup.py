@@ -14,6 +14,10 @@ from tools.registry import Tool
 from traces import compaction, prompts
 from traces.compaction import context_threshold, info_for
 from traces.goal_tree import GoalTree
+from traces.guards.confirm import (
+    POLICIES,
+    confirm_policy,
+)
 from traces.llm import (
     LLMError,
     ModelNotConfigured,
@@ -23,10 +27,6 @@ from traces.llm import (
 )
 from traces.models import Approval, Message, Trace
 from traces.runner import run_settings
-from traces.runner.approvals import (
-    POLICIES,
-    confirm_policy,
-)
 from traces.runner.config import (
     InvalidRun,
     RunConfig,

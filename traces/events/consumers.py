@@ -33,8 +33,8 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
-from traces.doorbell import group_for
 from traces.events import event_dict
+from traces.events.doorbell import group_for
 from traces.selectors import trace_events, traces_visible_to
 
 logger = logging.getLogger(__name__)
