@@ -9,7 +9,7 @@ API answers its usual JSON error shape with code `unavailable`, the portal a
 short page rendered without the database. Every other error stays a 500.
 
 Nothing is lost: a request that failed did nothing, and runs whose worker lost the
-database are resumed by the sweep (traces/sweep.py). The broken connection is
+database are resumed by the sweep (traces/services/sweep.py). The broken connection is
 discarded when the request ends (CONN_HEALTH_CHECKS and Django's
 `close_if_unusable_or_obsolete`), so the next request after the outage connects
 afresh and the same process serves again without a restart.

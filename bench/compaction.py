@@ -55,8 +55,8 @@ class InstantModel:
         self.requests: list[tuple[bool, int]] = []  # (is_summary_request, estimated tokens)
 
     def __call__(self, messages: list[dict[str, Any]], **_: Any) -> Any:
-        from traces.compaction import estimate_tokens
         from traces.llm import LLMResponse
+        from traces.runner.compaction import estimate_tokens
 
         tokens = sum(estimate_tokens(m) for m in messages)
         last = messages[-1].get("content") if messages else ""

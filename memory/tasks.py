@@ -13,7 +13,7 @@ logger = logging.getLogger(__name__)
 def reflect_trace(
     trace_id: str, focus: str, reserved_token: int, reserved_from: str
 ) -> dict[str, Any] | None:
-    """Run the reflection reserved by `traces.services.trace_reflect`.
+    """Run the reflection reserved by `traces.services.runs.trace_reflect`.
 
     A duplicate delivery finds the reservation gone (RunConflict) and does nothing.
     """

@@ -60,7 +60,7 @@ SWEEP_SCHEDULE_NAME = "traces: sweep stale runs"
 
 def sweep_stale_runs() -> dict[str, list[str]]:
     """Scheduled (every minute) and at every worker start: resume runs whose worker died (W5)."""
-    from traces.sweep import runs_sweep_stale
+    from traces.services.sweep import runs_sweep_stale
 
     return runs_sweep_stale().as_dict()
 

@@ -22,9 +22,9 @@ from memory.experiences_md import ExperiencesFileError
 from memory.models import Experience
 from memory.selectors import experience_list, experiences_visible_to
 from memory.skills import UnknownSkill, get_skill, load_skills
-from traces import services as trace_services
 from traces.api.parsers import BoundedJSONParser
 from traces.api.serializers import ControlResponseSerializer, ErrorSerializer
+from traces.services import runs as trace_services
 from traces.storable import without_nul
 
 ERRORS = {400: ErrorSerializer, 401: ErrorSerializer, 403: ErrorSerializer, 404: ErrorSerializer}

@@ -10,10 +10,10 @@ from django.views.decorators.http import require_GET, require_POST
 
 from portal.forms import ApprovalDecisionForm
 from portal.views.common import back_to_trace, refused
-from traces.approvals import approval_decide, may_decide
 from traces.models import Approval, ApprovalStatus
 from traces.runner import InvalidRun, RunError
 from traces.selectors import traces_visible_to
+from traces.services.approvals import approval_decide, may_decide
 
 
 @login_required

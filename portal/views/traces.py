@@ -1,7 +1,7 @@
 """Trace pages (P1-P3): list, detail, and the actions an expert takes on a run.
 
 Views stay thin: reads go through traces.selectors, every action through the same
-service as the API (traces.services, traces.approvals), and a refusal comes back
+service as the API (traces.services, traces.services.approvals), and a refusal comes back
 as a plain sentence on the page.
 """
 
@@ -20,15 +20,15 @@ from memory.models import AgentPreset
 from portal.conversation import branch_tips, conversation, message_tree
 from portal.forms import AnswerForm, ContinueForm, NewRunForm, ReflectForm
 from portal.views.common import back_to_trace, refuse, refused
-from traces.approvals import approvals_for, may_decide
+from traces.collaboration.humans import HUMAN, human_answer
 from traces.filters import ATTENTION, TOP_LEVEL, PortalTraceFilter
 from traces.goal_tree import GoalTree
-from traces.humans import HUMAN, human_answer
 from traces.models import ApprovalStatus, InboxMessage, Message, Trace, TraceStatus
 from traces.runner import InvalidRun, RunError
 from traces.runner.config import STEP_LIMIT_PREFIX
 from traces.selectors import trace_events, trace_main_path, trace_messages, traces_visible_to
-from traces.services import trace_continue, trace_reflect, trace_start, trace_stop
+from traces.services.approvals import approvals_for, may_decide
+from traces.services.runs import trace_continue, trace_reflect, trace_start, trace_stop
 
 PAGE_SIZE = 25
 LIVE_STATUSES = (TraceStatus.RUNNING, TraceStatus.WAITING)

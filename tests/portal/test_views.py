@@ -365,7 +365,7 @@ def test_pending_approval_shows_the_exact_arguments_and_can_be_denied(
     assert "Waiting for your approval" in page and "&quot;command&quot;: &quot;rm x&quot;" in page
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("traces.approvals._resume_when_decided", lambda **kw: None)
+        patch.setattr("traces.services.approvals._resume_when_decided", lambda **kw: None)
         page = client.post(
             f"/traces/{trace.trace_id}/approvals/{approval.pk}/",
             {"decision": "deny", "note": "not today", "arguments": '{"command": "rm x"}', "edited": "0"},
@@ -432,7 +432,7 @@ def test_live_fragment_of_a_scripted_run(browser_client, integrator, llm, inline
 
 
 def test_an_ask_human_question_is_answered_on_the_parents_page(browser_client, integrator, monkeypatch):
-    from traces.humans import human_request_create
+    from traces.collaboration.humans import human_request_create
 
     parent = make_trace(integrator, status=TraceStatus.WAITING, messages=[("user", "deploy?")])
     child = human_request_create(
@@ -444,7 +444,9 @@ def test_an_ask_human_question_is_answered_on_the_parents_page(browser_client, i
         to="expert",
     )
     resumed = []
-    monkeypatch.setattr("traces.humans._resume_parent", lambda **kw: resumed.append(kw["parent"].pk))
+    monkeypatch.setattr(
+        "traces.collaboration.humans._resume_parent", lambda **kw: resumed.append(kw["parent"].pk)
+    )
     client = browser_client(integrator)
 
     page = client.get(f"/traces/{parent.trace_id}/").content.decode()
@@ -501,7 +503,7 @@ def test_an_expert_approves_a_tool_for_the_rest_of_the_run(browser_client, integ
     assert "Approve bash for the rest of the run" in page
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("traces.approvals._resume_when_decided", lambda **kw: None)
+        patch.setattr("traces.services.approvals._resume_when_decided", lambda **kw: None)
         page = client.post(
             f"/traces/{trace.trace_id}/approvals/{approval.pk}/", {"decision": "approve-run"}, follow=True
         ).content.decode()

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from tests.scripted_llm import Reply, ToolCall
-from traces.approvals import approval_decide
 from traces.models import Approval, Message, Trace, TraceEvent
 from traces.runner import InvalidRun, NotAllowed, RunConfig, RunConflict
+from traces.services.approvals import approval_decide
 
 pytestmark = pytest.mark.django_db
 

@@ -10,9 +10,9 @@ import pytest
 from tests.scripted_llm import Reply, ToolCall
 from tests.traces.test_runner_rules import registry_with
 from tools.models import ToolResult
-from traces.compaction import SUMMARY_MARKER, estimate_tokens
 from traces.models import Message, Trace, TraceEvent
 from traces.runner import AgentRunner, RunConfig
+from traces.runner.compaction import SUMMARY_MARKER, estimate_tokens
 from traces.selectors import trace_main_path
 
 pytestmark = pytest.mark.django_db
@@ -294,7 +294,7 @@ def test_tool_call_estimate_takes_malformed_calls():
 
 
 def test_truncation_keeps_the_head_the_plan_and_the_newest_turns_that_fit():
-    from traces.compaction import PathInfo, truncate
+    from traces.runner.compaction import PathInfo, truncate
 
     call = {"id": "c1", "type": "function", "function": {"name": "read", "arguments": "{}"}}
     messages = [

@@ -113,7 +113,7 @@ def test_citations_and_the_outcome_count_once_across_a_lost_lease_and_a_resume(l
 
 
 def test_the_sweep_counts_the_outcome_of_a_run_that_died_after_its_answer(llm, workspace_root):
-    from traces.sweep import runs_sweep_stale
+    from traces.services.sweep import runs_sweep_stale
 
     lesson = experience_create(rule="Check the logs.", tags={"intent": ["debug"]}, status="approved")
     llm.script("utility", ["Debug", Reply(text=json.dumps({"state": [], "intent": ["debug"]}))])

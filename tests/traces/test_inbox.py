@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 
 from tests.factories import make_trace
 from tests.scripted_llm import Reply, ToolCall
-from traces.inbox import inbox_context_hook
+from traces.collaboration.inbox import inbox_context_hook
 from traces.models import InboxMessage, Message
 from traces.runner import RunConfig
 

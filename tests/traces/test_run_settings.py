@@ -10,10 +10,10 @@ import pytest
 from django.utils import timezone
 
 from tests.scripted_llm import Reply, ToolCall
-from traces.approvals import approval_decide
 from traces.models import Approval, Trace, TraceEvent
 from traces.runner import InvalidRun, RunConfig
-from traces.sweep import runs_sweep_stale
+from traces.services.approvals import approval_decide
+from traces.services.sweep import runs_sweep_stale
 
 pytestmark = pytest.mark.django_db
 

@@ -12,7 +12,7 @@ from django.db import OperationalError, connection
 
 from tests.scripted_llm import Reply, ToolCall
 from tools.builtin.evaluate import parse_judgement
-from traces import subtraces
+from traces.collaboration import subtraces
 from traces.models import Goal, Message, Trace, TraceEvent
 from traces.runner import AgentRunner, RunConfig
 

@@ -15,7 +15,7 @@ from django.utils import timezone
 from tests.scripted_llm import Reply, ToolCall
 from traces.models import Message, Trace, TraceEvent, TraceStatus
 from traces.runner import AgentRunner, RunConfig
-from traces.sweep import runs_sweep_stale, trace_recover
+from traces.services.sweep import runs_sweep_stale, trace_recover
 from traces.tasks import SWEEP_SCHEDULE_NAME, SWEEP_TASK, on_worker_start
 
 LONG_AGO = timedelta(minutes=10)

@@ -8,9 +8,9 @@ from typing import Any
 from memory.presets import UnknownPreset, get_preset
 from tools.models import ToolContext, ToolError, ToolResult
 from tools.registry import tool
-from traces import remote, subtraces
+from traces.collaboration import remote, subtraces
+from traces.collaboration.subtraces import ChildOutcome, ChildSpec
 from traces.models import Trace, TraceStatus
-from traces.subtraces import ChildOutcome, ChildSpec
 
 MAX_EXPLORE = 8
 

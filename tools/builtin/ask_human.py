@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tools.models import ToolContext, ToolError, ToolResult
 from tools.registry import tool
-from traces import humans, subtraces
+from traces.collaboration import humans, subtraces
 from traces.models import TraceStatus
 
 

@@ -6,7 +6,7 @@ import json
 
 from tools.models import ToolContext, ToolResult
 from tools.registry import tool
-from traces.inbox import inbox_take_unread
+from traces.collaboration.inbox import inbox_take_unread
 
 
 @tool(inline=True)

@@ -9,10 +9,10 @@ from typing import Any
 from tools.builtin.agent import waiting_result
 from tools.models import ToolContext, ToolError, ToolResult
 from tools.registry import tool
-from traces import subtraces
+from traces.collaboration import subtraces
+from traces.collaboration.subtraces import ChildSpec
 from traces.goal_tree import GoalError
 from traces.models import Trace
-from traces.subtraces import ChildSpec
 
 VERDICTS = ("pass", "partial", "fail")
 

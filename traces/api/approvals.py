@@ -12,8 +12,8 @@ from rest_framework.response import Response
 from traces.api.fields import StrictCharField
 from traces.api.serializers import ConstrainedSerializer, ErrorSerializer
 from traces.api.views import TRACE_ID, TraceAPIView
-from traces.approvals import approval_decide, approvals_for
 from traces.guards.confirm import approval_payload
+from traces.services.approvals import approval_decide, approvals_for
 
 ERRORS = {code: ErrorSerializer for code in (400, 401, 404, 409, 413)}
 DECIDE_ERRORS = {**ERRORS, 403: ErrorSerializer}
@@ -41,7 +41,7 @@ class ApprovalSerializer(serializers.Serializer):
 class DecisionSerializer(ConstrainedSerializer):
     """Approve (arguments: the edited ones, or null for as asked) or deny (no arguments)."""
 
-    # traces/approvals.py:approval_decide takes edited arguments with an approval only.
+    # traces/services/approvals.py:approval_decide takes edited arguments with an approval only.
     # (A pattern, not an enum: drf-spectacular would turn an enum into a component.)
     request_constraints: ClassVar[dict[str, Any]] = {
         "allOf": [

@@ -11,8 +11,8 @@ from rest_framework.response import Response
 from traces.api.fields import StrictCharField
 from traces.api.serializers import ErrorSerializer
 from traces.api.views import TRACE_ID, TraceAPIView
-from traces.humans import human_answer
-from traces.inbox import inbox_receive
+from traces.collaboration.humans import human_answer
+from traces.collaboration.inbox import inbox_receive
 
 ERRORS = {code: ErrorSerializer for code in (400, 401, 404, 409, 413)}
 
@@ -59,7 +59,7 @@ class HumanAnswerView(TraceAPIView):
     }
 )
 class A2AContentField(serializers.JSONField):
-    """Any JSON value but null, "", [] or {} (traces/inbox.py:inbox_receive refuses those)."""
+    """Any JSON value but null, "", [] or {} (traces/collaboration/inbox.py:inbox_receive refuses those)."""
 
 
 class A2AMessageSerializer(serializers.Serializer):

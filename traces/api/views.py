@@ -11,7 +11,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from traces import services
 from traces.api import serializers as s
 from traces.api.parsers import BoundedJSONParser
 from traces.api.permissions import visible_traces
@@ -19,6 +18,7 @@ from traces.filters import TraceFilter
 from traces.models import Trace, TraceStatus
 from traces.runner import TraceNotFound
 from traces.selectors import trace_events, trace_main_path, trace_messages
+from traces.services import runs as services
 
 ERRORS = {400: s.ErrorSerializer, 401: s.ErrorSerializer, 404: s.ErrorSerializer, 413: s.ErrorSerializer}
 CONTROL_ERRORS = {**ERRORS, 409: s.ErrorSerializer}

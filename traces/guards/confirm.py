@@ -2,7 +2,7 @@
 
 Policy, most specific first: the run's `RunConfig.confirm_policy`, the preset's
 `confirm_policy`, then `AGENT_CONFIRM_POLICY`. Sub-agents are gated like their
-parent (their run gets the parent's policy, traces/subtraces.py:child_confirm_policy)
+parent (their run gets the parent's policy, traces/collaboration/subtraces.py:child_confirm_policy)
 unless the deployment sets `AGENT_SUBAGENT_AUTO_APPROVE`. Policies:
 
 - `auto`: every call runs;

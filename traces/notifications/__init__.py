@@ -49,7 +49,7 @@ EMAIL_TASK = "traces.notifications.mail.deliver_email"
 EVENT_TYPE = "notification"
 REASON_CHARS = 200
 QUESTION_CHARS = 4000
-HUMAN = "human"  # traces/humans.py:HUMAN (humans imports the runner, which imports this module)
+HUMAN = "human"  # traces/collaboration/humans.py:HUMAN (humans imports the runner, which imports this module)
 
 
 def notify_run_ended(trace: Trace, status: str) -> None:

@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import transaction
 
 from tools.models import ToolContext, ToolResult
-from traces import compaction, prompts
+from traces import prompts
 from traces.guards.confirm import (
     GateDecision,
     approval_payload,
@@ -18,6 +18,7 @@ from traces.guards.confirm import (
 )
 from traces.guards.loop_detection import LoopVerdict
 from traces.models import Message, TraceStatus
+from traces.runner import compaction
 from traces.runner.history import new_message
 from traces.runner.state import RunState
 

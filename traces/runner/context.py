@@ -6,9 +6,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from traces import compaction
 from traces.goal_tree import GoalTree
 from traces.models import Message, Trace
+from traces.runner import compaction
 from traces.runner.history import new_message
 from traces.runner.state import RunState
 
@@ -187,7 +187,7 @@ class ContextManagement:
 
 def default_context_hooks() -> list[ContextHook]:
     """Hooks every runner gets unless given its own: the A2A inbox reminder (S4)."""
-    from traces.inbox import inbox_context_hook
+    from traces.collaboration.inbox import inbox_context_hook
 
     return [inbox_context_hook]
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from traces import compaction, prompts
-from traces.compaction import PathInfo
+from traces import prompts
 from traces.llm import LLMResponse
 from traces.models import Message
+from traces.runner import compaction
+from traces.runner.compaction import PathInfo
 from traces.runner.state import RunState
 
 
@@ -19,7 +20,7 @@ def describe_assistant(response: LLMResponse) -> str:
 
 def heal_message(call: dict[str, Any], run: RunState) -> Message:
     """R6: a persisted synthetic result for a tool call that never got one."""
-    from traces.subtraces import healed_result
+    from traces.collaboration.subtraces import healed_result
 
     name = (call.get("function") or {}).get("name") or ""
     return new_message(

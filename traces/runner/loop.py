@@ -21,7 +21,6 @@ from django.utils import timezone
 from memory.services import experience_record_outcome
 from tools.registry import ToolRegistry, load_builtin_tools
 from traces import prompts
-from traces.compaction import info_for
 from traces.guards.confirm import RUN_APPROVED
 from traces.guards.hooks import LifecycleHooks, hooks_from_settings
 from traces.llm import (
@@ -32,6 +31,7 @@ from traces.llm import (
 from traces.models import Message, Trace, TraceStatus
 from traces.notifications import notify_run_ended
 from traces.runner.calls import ToolCalls
+from traces.runner.compaction import info_for
 from traces.runner.config import (
     STEP_LIMIT_PREFIX,
     LeaseLost,
@@ -140,7 +140,7 @@ class AgentRunner(RunSetup, ModelCalls, ContextManagement, ToolCalls):
         is in flight) and at once for a run in this process. Returns whether a
         running trace was found.
         """
-        from traces.services import trace_request_stop
+        from traces.services.runs import trace_request_stop
 
         event = self._stops.get(trace_id)
         if event is not None:

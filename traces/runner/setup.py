@@ -11,8 +11,7 @@ from django.db import transaction
 from memory.injection import system_prompt_for, with_experiences
 from memory.presets import AgentPreset, UnknownPreset, get_preset
 from tools.registry import Tool
-from traces import compaction, prompts
-from traces.compaction import context_threshold, info_for
+from traces import prompts
 from traces.goal_tree import GoalTree
 from traces.guards.confirm import (
     POLICIES,
@@ -26,7 +25,8 @@ from traces.llm import (
     utility_model,
 )
 from traces.models import Approval, Message, Trace
-from traces.runner import run_settings
+from traces.runner import compaction, run_settings
+from traces.runner.compaction import context_threshold, info_for
 from traces.runner.config import (
     InvalidRun,
     RunConfig,

@@ -12,11 +12,11 @@ from django.conf import settings
 
 from memory.presets import AgentPreset
 from tools.registry import Tool
-from traces.compaction import PathInfo
 from traces.goal_tree import GoalTree
 from traces.guards.loop_detection import LoopDetector, LoopVerdict
 from traces.llm import ModelSettings
 from traces.models import Message, Trace
+from traces.runner.compaction import PathInfo
 from traces.runner.config import RunConfig
 from traces.runner.store import RunStore
 

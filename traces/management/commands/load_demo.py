@@ -422,7 +422,7 @@ def branch_cleanup(owner: Any, start: datetime) -> Trace:
 
 def migration_window(owner: Any, start: datetime) -> Trace:
     """Waiting: the agent asked a human (ask_human) and waits for the answer."""
-    from traces.humans import human_request_create
+    from traces.collaboration.humans import human_request_create
 
     d = DemoTrace(
         owner,

@@ -164,8 +164,8 @@ class Command(BaseCommand):
         """G5 at a terminal: approve / deny / edit each waiting call; False when one is left open."""
         from django.contrib.auth import get_user_model
 
-        from traces.approvals import approval_decide, approvals_for
         from traces.models import ApprovalStatus
+        from traces.services.approvals import approval_decide, approvals_for
 
         user = get_user_model().objects.filter(username=approver, is_staff=True, is_active=True).first()
         if user is None:
