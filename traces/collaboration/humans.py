@@ -140,7 +140,7 @@ def human_answer(*, user: Any, trace_id: str, answer: Any) -> Trace:
 
 def _mark_collaborator_answered(child: Trace, who: str) -> Trace | None:
     """Caller holds a transaction. The waiting parent shows the human as completed at once."""
-    from traces.subtraces import collaborator_upsert
+    from traces.collaboration.subtraces import collaborator_upsert
 
     parent = Trace.objects.select_for_update().filter(pk=child.parent_trace_id).first()
     if parent is None or parent.status == TraceStatus.RUNNING:
@@ -153,7 +153,7 @@ def _mark_collaborator_answered(child: Trace, who: str) -> Trace | None:
 
 
 def _resume_parent(*, user: Any, parent: Trace) -> None:
-    from traces.services import trace_continue
+    from traces.services.runs import trace_continue
 
     parent.refresh_from_db()
     if parent.status != TraceStatus.WAITING:

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 from django.conf import settings
 
-from traces.subtraces import TERMINAL, ChildOutcome
+from traces.collaboration.subtraces import TERMINAL, ChildOutcome
 
 SCHEME = "agent://"
 

@@ -311,7 +311,7 @@ def stop_cascade(parent_id: str, child_ids: list[str]) -> Iterator[None]:
     (its own connection) polls the parent's flag and flags the children, which
     stop at their next checkpoint; the parent stops when the tool returns.
     """
-    from traces.services import trace_request_stop
+    from traces.services.runs import trace_request_stop
 
     done = threading.Event()
 

@@ -123,7 +123,7 @@ def _approve_for_run(approval: Approval) -> None:
 def _resume_when_decided(*, user: Any, trace: Trace) -> None:
     """Once nothing of `trace` is pending, resume it; a sub-agent through the run
     that waits on it (its parent's open agent call runs the child on)."""
-    from traces.services import trace_continue
+    from traces.services.runs import trace_continue
 
     trace.refresh_from_db()
     pending = Approval.objects.filter(trace=trace, status=ApprovalStatus.PENDING).exists()

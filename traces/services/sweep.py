@@ -118,7 +118,7 @@ def trace_recover(*, trace_id: str, token: int, stale_before: datetime) -> str:
 
 def _reserve_resume(trace: Trace, config: RunConfig) -> bool:
     """Take the dead run's lease over as a reservation and queue a continue run."""
-    from traces.services import _enqueue
+    from traces.services.runs import _enqueue
 
     token = trace.run_token
     now = timezone.now()
