@@ -15,6 +15,10 @@ class ToolsConfig(AppConfig):
 
     def ready(self) -> None:
         from tools import checks  # noqa: F401  (registers the sandbox check)
+        from tools.registry import load_builtin_tools
+        from traces.runner.extensions import extensions
+
+        extensions.tool_registry = load_builtin_tools  # the built-ins, for every runner
 
         if not settings.AGENT_SANDBOX:
             logger.warning(

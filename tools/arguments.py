@@ -25,7 +25,7 @@ from typing import Any
 
 import pydantic
 
-from tools.models import ToolContext, ToolError
+from traces.runner.tool_api import ToolContext, ToolError
 
 _CONFIG = pydantic.ConfigDict(extra="forbid", coerce_numbers_to_str=True)
 

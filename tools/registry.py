@@ -22,7 +22,7 @@ from typing import Any
 import pydantic
 
 from tools.arguments import arguments_model, parameters_schema, parse_docstring, validate_arguments
-from tools.models import ToolContext, ToolError, ToolResult
+from traces.runner.tool_api import ToolContext, ToolError, ToolResult
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from tools.models import ToolError
+from traces.runner.tool_api import ToolError
 
 # Directories that are noise for a model exploring a project; walking tools skip them.
 IGNORED_DIRS = frozenset(

@@ -16,6 +16,7 @@ class TracesConfig(AppConfig):
 
         llm.register_model_prices()
         events.subscribe(doorbell.ring)
+        self._extend_runs()
 
         from django_q.signals import post_spawn
 
@@ -26,3 +27,14 @@ class TracesConfig(AppConfig):
             # django-q2 forks its workers from this process: load litellm (~5 s of
             # imports) once here, shared, not in every worker on its first run.
             import litellm  # noqa: F401
+
+    def _extend_runs(self) -> None:
+        """Collaboration and notifications plug into every run (the runner imports neither)."""
+        from traces.collaboration.inbox import inbox_context_hook
+        from traces.collaboration.subtraces import healed_result
+        from traces.notifications import notify_run_ended
+        from traces.runner.extensions import extensions
+
+        extensions.context_hooks.append(inbox_context_hook)
+        extensions.healers.append(healed_result)
+        extensions.after_end.append(notify_run_ended)

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from tools.models import ToolContext, ToolResult
 from tools.registry import default_registry
+from traces.runner.tool_api import ToolContext, ToolResult
 
 BUILTIN_TOOLS = {"read", "write", "edit", "glob", "grep", "list_files", "bash", "webfetch", "web_search"}
 

@@ -10,8 +10,8 @@ from typing import Any, Literal
 import jsonschema
 import pytest
 
-from tools.models import ToolContext, ToolError, ToolResult
 from tools.registry import ToolRegistry, build_tool, load_builtin_tools
+from traces.runner.tool_api import ToolContext, ToolError, ToolResult
 
 CALLS: list[dict[str, Any]] = []
 

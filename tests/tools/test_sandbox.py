@@ -25,9 +25,9 @@ from tests.factories import make_trace, make_user
 from tests.tools.conftest import RunTool, host_processes, wait_until_gone
 from tools import sandbox
 from tools.checks import sandbox_status
-from tools.models import ToolContext
 from tools.registry import default_registry
 from traces.models import Trace, TraceStatus
+from traces.runner.tool_api import ToolContext
 
 pytestmark = pytest.mark.usefixtures("sandboxed")
 

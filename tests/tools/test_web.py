@@ -28,8 +28,8 @@ from django.core.exceptions import ImproperlyConfigured
 import agentsite.settings as settings_module
 from tests.tools.conftest import RunTool
 from tools.builtin.webfetch import IPAddress, blocked_reason, fetch_page
-from tools.models import ToolError
 from tools.registry import load_builtin_tools
+from traces.runner.tool_api import ToolError
 
 PAGE = b"""<!doctype html>
 <html><head><title>Agent notes</title><style>body { color: red }</style>

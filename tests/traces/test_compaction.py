@@ -9,10 +9,10 @@ import pytest
 
 from tests.scripted_llm import Reply, ToolCall
 from tests.traces.test_runner_rules import registry_with
-from tools.models import ToolResult
 from traces.models import Message, Trace, TraceEvent
 from traces.runner import AgentRunner, RunConfig
 from traces.runner.compaction import SUMMARY_MARKER, estimate_tokens
+from traces.runner.tool_api import ToolResult
 from traces.selectors import trace_main_path
 
 pytestmark = pytest.mark.django_db

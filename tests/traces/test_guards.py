@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 
 from tests.scripted_llm import Reply, ToolCall
-from tools.models import ToolResult
 from traces.guards.hooks import LifecycleHooks
 from traces.guards.loop_detection import LoopDetector
 from traces.models import Message, Trace, TraceEvent
 from traces.runner import AgentRunner, RunConfig
+from traces.runner.tool_api import ToolResult
 
 pytestmark = pytest.mark.django_db
 

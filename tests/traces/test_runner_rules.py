@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from tests.scripted_llm import Reply, ToolCall
-from tools.models import ToolContext
 from tools.registry import ToolRegistry, build_tool, load_builtin_tools
 from traces.models import Goal, Message, Trace, TraceEvent
 from traces.runner import AgentRunner, LeaseLost, RunConfig, RunConflict
 from traces.runner.prepare import safe_cut
+from traces.runner.tool_api import ToolContext
 from traces.selectors import trace_main_path
 
 pytestmark = pytest.mark.django_db

@@ -6,11 +6,11 @@ import json
 from typing import Any
 
 from memory.presets import UnknownPreset, get_preset
-from tools.models import ToolContext, ToolError, ToolResult
 from tools.registry import tool
 from traces.collaboration import remote, subtraces
 from traces.collaboration.subtraces import ChildOutcome, ChildSpec
 from traces.models import Trace, TraceStatus
+from traces.runner.tool_api import ToolContext, ToolError, ToolResult
 
 MAX_EXPLORE = 8
 
@@ -98,7 +98,7 @@ def _start(ctx: ToolContext, mode: str, ids: list[str], tasks: list[str], goal_i
     """Before children run: collaborators [running], the call noted, events, all committed."""
     trace = ctx.trace
     subtraces.note_call(trace, ctx.tool_call_id, ids, mode)
-    store = ctx.extra.get("store")
+    store = ctx.store
     for sub_id, task in zip(ids, tasks, strict=True):
         subtraces.collaborator_upsert(
             trace, _collaborator(sub_id, task, mode, "running", "working on: " + task[:120])
@@ -115,7 +115,7 @@ def _start(ctx: ToolContext, mode: str, ids: list[str], tasks: list[str], goal_i
 def _finish(ctx: ToolContext, mode: str, goal: Any, outcomes: list[ChildOutcome], tasks: list[str]) -> None:
     trace = ctx.trace
     subtraces.mark_agent_call(ctx.goal_tree, goal, mode, outcomes, tasks)
-    store = ctx.extra.get("store")
+    store = ctx.store
     for outcome, task in zip(outcomes, tasks, strict=True):
         summary = (outcome.summary or outcome.error or "")[:300]
         status = "paused" if outcome.paused else outcome.status
@@ -248,7 +248,7 @@ def _remote(
     goal = subtraces.calling_goal(ctx.goal_tree, ctx.goal_id, task)
     goal_id = goal.goal_id if goal is not None else None
     placeholder = continue_from or f"{remote.SCHEME}{target.host}/(starting)"
-    store = ctx.extra.get("store")
+    store = ctx.store
     if store is not None:
         store.emit(
             "sub_trace_started",

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from tools.models import ToolContext, ToolError, ToolResult
 from tools.registry import tool
 from traces.collaboration import humans, subtraces
 from traces.models import TraceStatus
+from traces.runner.tool_api import ToolContext, ToolError, ToolResult
 
 
 @tool(inline=True)
@@ -43,7 +43,7 @@ def ask_human(question: str, ctx: ToolContext, to: str = "expert") -> ToolResult
                 "summary": f"asked: {' '.join(question.split())[:150]}",
             },
         )
-        store = ctx.extra.get("store")
+        store = ctx.store
         if store is not None:
             store.emit(
                 "sub_trace_started", {"sub_trace_id": child.trace_id, "mode": "human", "question": question}

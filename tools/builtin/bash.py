@@ -14,8 +14,8 @@ import signal
 from django.conf import settings
 
 from tools import bash_rules, sandbox
-from tools.models import ToolContext, ToolError, ToolResult
 from tools.registry import tool
+from traces.runner.tool_api import ToolContext, ToolError, ToolResult
 
 MAX_TIMEOUT_FACTOR = 10
 TITLE_COMMAND_CHARS = 60

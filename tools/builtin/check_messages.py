@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from tools.models import ToolContext, ToolResult
 from tools.registry import tool
 from traces.collaboration.inbox import inbox_take_unread
+from traces.runner.tool_api import ToolContext, ToolResult
 
 
 @tool(inline=True)

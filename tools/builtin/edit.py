@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from tools.models import ToolContext, ToolError, ToolResult
 from tools.registry import tool
 from tools.workspace import display_path, is_binary_file, resolve_in_workspace
+from traces.runner.tool_api import ToolContext, ToolError, ToolResult
 
 SNIPPET_CONTEXT_LINES = 3
 SNIPPET_MAX_LINES = 40

@@ -7,12 +7,12 @@ import re
 from typing import Any
 
 from tools.builtin.agent import waiting_result
-from tools.models import ToolContext, ToolError, ToolResult
 from tools.registry import tool
 from traces.collaboration import subtraces
 from traces.collaboration.subtraces import ChildSpec
 from traces.goal_tree import GoalError
 from traces.models import Trace
+from traces.runner.tool_api import ToolContext, ToolError, ToolResult
 
 VERDICTS = ("pass", "partial", "fail")
 
@@ -86,7 +86,7 @@ def evaluate(
         )
     goal = subtraces.calling_goal(tree, ctx.goal_id, f"Evaluate: {target.description}")
     goal_id = goal.goal_id if goal is not None else None
-    store = ctx.extra.get("store")
+    store = ctx.store
     subtraces.note_call(parent, ctx.tool_call_id, [spec.trace_id], "evaluate")
     subtraces.collaborator_upsert(
         parent,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from memory.retrieval import experience_search
 from memory.services import note_retrieved
-from tools.models import ToolContext, ToolError, ToolResult
 from tools.registry import tool
+from traces.runner.tool_api import ToolContext, ToolError, ToolResult
 
 
 @tool(inline=True)

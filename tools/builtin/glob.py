@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 
-from tools.models import ToolContext, ToolError, ToolResult
 from tools.registry import tool
 from tools.workspace import (
     display_path,
@@ -14,6 +13,7 @@ from tools.workspace import (
     truncate_output,
     walk_workspace,
 )
+from traces.runner.tool_api import ToolContext, ToolError, ToolResult
 
 MAX_MATCHES = 500
 

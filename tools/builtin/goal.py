@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from tools.models import ToolContext, ToolError, ToolResult
 from tools.registry import tool
 from traces.goal_tree import GoalError
+from traces.runner.tool_api import ToolContext, ToolError, ToolResult
 
 
 @tool(inline=True)

@@ -6,7 +6,6 @@ import re
 from pathlib import Path
 
 from tools.builtin.glob import compile_glob
-from tools.models import ToolContext, ToolError, ToolResult
 from tools.registry import tool
 from tools.workspace import (
     display_path,
@@ -16,6 +15,7 @@ from tools.workspace import (
     truncate_output,
     walk_workspace,
 )
+from traces.runner.tool_api import ToolContext, ToolError, ToolResult
 
 MAX_MATCHES = 200
 MAX_LINE_CHARS = 300

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tools.models import ToolContext, ToolError, ToolResult
 from tools.registry import tool
 from tools.workspace import IGNORED_DIRS, display_path, resolve_in_workspace, truncate_output
+from traces.runner.tool_api import ToolContext, ToolError, ToolResult
 
 MAX_ENTRIES = 1000
 MAX_DEPTH = 10

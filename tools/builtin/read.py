@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from tools.models import ToolContext, ToolError, ToolResult
 from tools.registry import tool
 from tools.workspace import display_path, is_binary_file, resolve_in_workspace, truncate_output
+from traces.runner.tool_api import ToolContext, ToolError, ToolResult
 
 MAX_LINE_CHARS = 2000
 

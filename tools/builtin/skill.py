@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from memory.skills import UnknownSkill, get_skill
-from tools.models import ToolError, ToolResult
 from tools.registry import tool
+from traces.runner.tool_api import ToolError, ToolResult
 
 
 @tool()

@@ -17,9 +17,9 @@ from django.conf import settings
 from django.utils.module_loading import import_string
 
 from tools.builtin.webfetch import USER_AGENT, run_within
-from tools.models import ToolError, ToolResult
 from tools.registry import tool
 from tools.workspace import truncate_output
+from traces.runner.tool_api import ToolError, ToolResult
 
 MAX_RESULTS = 20
 SNIPPET_CHARS = 500

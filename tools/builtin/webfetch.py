@@ -27,9 +27,9 @@ from bs4 import BeautifulSoup
 from django.conf import settings
 from markdownify import MarkdownConverter
 
-from tools.models import ToolError, ToolResult
 from tools.registry import tool
 from tools.workspace import truncate_output
+from traces.runner.tool_api import ToolError, ToolResult
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 # Why an address may not be reached (None: it may); `blocked_reason` unless private targets are allowed.

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from tools.models import ToolContext, ToolError, ToolResult
 from tools.registry import tool
 from tools.workspace import display_path, resolve_in_workspace
+from traces.runner.tool_api import ToolContext, ToolError, ToolResult
 
 
 @tool(risk="risky", read_only=False)

@@ -44,10 +44,10 @@ from pathlib import Path
 
 from django.conf import settings
 
-from tools.models import ToolError
 from tools.sandbox import bwrap
 from tools.sandbox.cgroup import CallCgroup, pids_cgroup_root
 from tools.sandbox.output import OutputCollector
+from traces.runner.tool_api import ToolError
 
 logger = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from tools.models import ToolError
+from traces.runner.tool_api import ToolError
 
 logger = logging.getLogger(__name__)
 

@@ -29,9 +29,9 @@ from typing import Any
 
 from django.conf import settings
 
-from tools.models import ToolError
-from tools.registry import Tool
 from traces.models import Approval, ApprovalStatus, Trace
+from traces.runner.extensions import Tool
+from traces.runner.tool_api import ToolError
 
 POLICIES = ("auto", "ask-risky", "ask-all")
 UNGATED_TOOLS = {"goal", "ask_human"}

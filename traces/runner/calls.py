@@ -9,7 +9,6 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
-from tools.models import ToolContext, ToolResult
 from traces import prompts
 from traces.guards.confirm import (
     GateDecision,
@@ -21,6 +20,7 @@ from traces.models import Message, TraceStatus
 from traces.runner import compaction
 from traces.runner.history import new_message
 from traces.runner.state import RunState
+from traces.runner.tool_api import ToolContext, ToolResult
 
 # Inline tools that are quick and change nothing outside the run (the plan).
 QUICK_INLINE_TOOLS = {"goal"}
@@ -141,7 +141,8 @@ class ToolCalls:
             uid=run.trace.uid,
             runner=self,
             tool_call_id=call.get("id"),
-            extra={"store": run.store, "config": run.config},
+            store=run.store,
+            config=run.config,
             sandbox_network=run.trace.run_settings.get("sandbox_network"),
         )
         started = time.perf_counter()

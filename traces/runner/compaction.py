@@ -256,16 +256,17 @@ def write_summary(llm_call: Any, model: Any, request: list[dict[str, Any]]) -> S
 
 
 def reflect_before_compaction(store: Any, llm_call: Any) -> None:
-    """C2 step 1: experiences from the history about to be compressed (best effort)."""
+    """C2 step 1: experiences from the history about to be compressed (the registered
+    `before_compaction` extensions: memory's reflection side branch; best effort)."""
     if not settings.AGENT_COMPACTION_REFLECT:
         return
-    from memory.reflect import Reflection
+    from traces.runner.extensions import extensions
 
-    reflection = Reflection(store.trace.trace_id, focus="before context compaction", llm_call=llm_call)
-    try:
-        reflection.run_with_store(store)
-    except Exception:
-        logger.exception("reflection before compaction failed for %s", store.trace.trace_id)
+    for hook in extensions.before_compaction:
+        try:
+            hook(store, llm_call)
+        except Exception:
+            logger.exception("reflection before compaction failed for %s", store.trace.trace_id)
 
 
 # --- C3: oversized results -------------------------------------------------------

@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any
 
 from traces.goal_tree import GoalTree
 from traces.models import Message, Trace
 from traces.runner import compaction
+from traces.runner.extensions import ContextHook, extensions
 from traces.runner.history import new_message
 from traces.runner.state import RunState
 
 logger = logging.getLogger(__name__)
-
-
-ContextHook = Callable[[Trace, GoalTree | None], str | None]
 
 
 class ContextManagement:
@@ -186,10 +183,8 @@ class ContextManagement:
 
 
 def default_context_hooks() -> list[ContextHook]:
-    """Hooks every runner gets unless given its own: the A2A inbox reminder (S4)."""
-    from traces.collaboration.inbox import inbox_context_hook
-
-    return [inbox_context_hook]
+    """Hooks every runner gets unless given its own: the registered ones (the A2A inbox, S4)."""
+    return list(extensions.context_hooks)
 
 
 def build_context_injection(trace: Trace, goal_tree: GoalTree | None, hooks: list[ContextHook]) -> str:

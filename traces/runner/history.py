@@ -9,6 +9,7 @@ from traces.llm import LLMResponse
 from traces.models import Message
 from traces.runner import compaction
 from traces.runner.compaction import PathInfo
+from traces.runner.extensions import extensions
 from traces.runner.state import RunState
 
 
@@ -20,15 +21,14 @@ def describe_assistant(response: LLMResponse) -> str:
 
 def heal_message(call: dict[str, Any], run: RunState) -> Message:
     """R6: a persisted synthetic result for a tool call that never got one."""
-    from traces.collaboration.subtraces import healed_result
-
     name = (call.get("function") or {}).get("name") or ""
+    healed = next((text for healer in extensions.healers if (text := healer(run.trace, call))), None)
     return new_message(
         run,
         role="tool",
         tool_call_id=call.get("id"),
         name=name or None,
-        content=healed_result(run.trace, call) or prompts.INTERRUPTED_TOOL_RESULT,
+        content=healed or prompts.INTERRUPTED_TOOL_RESULT,
         kind="healed",
         description=f"healed: {name} was interrupted",
         goal_id=run.trace.current_goal_id,

@@ -18,8 +18,6 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from memory.services import experience_record_outcome
-from tools.registry import ToolRegistry, load_builtin_tools
 from traces import prompts
 from traces.guards.confirm import RUN_APPROVED
 from traces.guards.hooks import LifecycleHooks, hooks_from_settings
@@ -29,7 +27,6 @@ from traces.llm import (
     LLMResponse,
 )
 from traces.models import Message, Trace, TraceStatus
-from traces.notifications import notify_run_ended
 from traces.runner.calls import ToolCalls
 from traces.runner.compaction import info_for
 from traces.runner.config import (
@@ -39,11 +36,12 @@ from traces.runner.config import (
     RunResult,
 )
 from traces.runner.context import ContextHook, ContextManagement, default_context_hooks
+from traces.runner.extensions import ToolSet, extensions
 from traces.runner.model_call import ModelCalls
 from traces.runner.prepare import validate_messages
 from traces.runner.setup import RunSetup
 from traces.runner.state import RunState
-from traces.runner.store import worker_identity
+from traces.runner.store import trace_request_stop, worker_identity
 
 logger = logging.getLogger(__name__)
 
@@ -56,14 +54,14 @@ class AgentRunner(RunSetup, ModelCalls, ContextManagement, ToolCalls):
         *,
         llm_call: Callable[..., LLMResponse] | None = None,
         utility_llm_call: Callable[..., LLMResponse] | None = None,
-        tool_registry: ToolRegistry | None = None,
+        tool_registry: ToolSet | None = None,
         context_hooks: list[ContextHook] | None = None,
         hooks: LifecycleHooks | None = None,
         worker_id: str | None = None,
     ) -> None:
         self.llm_call = llm_call or LLMClient()
         self.utility_llm_call = utility_llm_call or LLMClient(retries=0, timeout=15)
-        self.tool_registry = tool_registry or load_builtin_tools()
+        self.tool_registry = tool_registry or extensions.require_tools()
         self.context_hooks = list(context_hooks if context_hooks is not None else default_context_hooks())
         self.hooks = hooks if hooks is not None else hooks_from_settings()
         self.worker_id = worker_id or worker_identity()
@@ -140,8 +138,6 @@ class AgentRunner(RunSetup, ModelCalls, ContextManagement, ToolCalls):
         is in flight) and at once for a run in this process. Returns whether a
         running trace was found.
         """
-        from traces.services.runs import trace_request_stop
-
         event = self._stops.get(trace_id)
         if event is not None:
             event.set()
@@ -243,8 +239,8 @@ class AgentRunner(RunSetup, ModelCalls, ContextManagement, ToolCalls):
         if result is not None:
             trace.result_summary = result
         trace.error_message = error
-        # M5: outcomes feed success_rate, counted with the final commit
-        experience_record_outcome(trace=trace, status=status, write=run.store.defer)
+        for hook in extensions.on_end:  # M5: outcomes, counted with the final commit
+            hook(trace, status, run.store.defer)
         if status == TraceStatus.WAITING:
             trace.completed_at = None
         elif RUN_APPROVED in (trace.context or {}):
@@ -268,7 +264,8 @@ class AgentRunner(RunSetup, ModelCalls, ContextManagement, ToolCalls):
             },
         )
         run.store.commit(final=True)
-        notify_run_ended(trace, status)
+        for hook in extensions.after_end:  # notifications
+            hook(trace, status)
         run.store.release()
         if self.hooks.has("on_agent_end"):
             self.hooks.on_agent_end(trace)

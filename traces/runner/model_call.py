@@ -8,10 +8,10 @@ from typing import Any
 
 from django.conf import settings
 
-from memory.services import experience_record_citations
 from traces.guards.normalize import ModelTimeout, TokenWatch, normalize_response
 from traces.llm import LLMResponse
 from traces.models import Message
+from traces.runner.extensions import extensions
 from traces.runner.history import describe_assistant, new_message
 from traces.runner.state import RunState
 
@@ -102,7 +102,8 @@ class ModelCalls:
         )
         self._add_message(run, message)
         # M4: [ex_…] = usage, counted with this message's commit
-        experience_record_citations(trace=run.trace, text=response.content, write=run.store.defer)
+        for hook in extensions.on_reply:
+            hook(run.trace, response.content, run.store.defer)
         if not all(self._quick(run, call) for call in calls):
             # Commit the call before a slow or side-effecting tool runs: watchers see
             # it, and a crash mid-tool leaves an open call to heal (R6). Quick

@@ -8,9 +8,6 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
-from memory.injection import system_prompt_for, with_experiences
-from memory.presets import AgentPreset, UnknownPreset, get_preset
-from tools.registry import Tool
 from traces import prompts
 from traces.goal_tree import GoalTree
 from traces.guards.confirm import (
@@ -32,6 +29,7 @@ from traces.runner.config import (
     RunConfig,
     RunError,
 )
+from traces.runner.extensions import Preset, Tool, extensions
 from traces.runner.history import heal_message, sanitize_history_with_infos
 from traces.runner.prepare import (
     load_trace,
@@ -52,8 +50,8 @@ class RunSetup:
 
     def _prepare(self, messages: list[dict[str, Any]], config: RunConfig) -> RunState:
         try:
-            preset = get_preset(config.agent_type)
-        except UnknownPreset as exc:
+            preset = extensions.require_preset(config.agent_type)
+        except LookupError as exc:
             raise InvalidRun(str(exc)) from None
         if config.trace_id is None:
             return self._prepare_new(messages, config, preset, self._select_tools(config, preset))
@@ -64,7 +62,7 @@ class RunSetup:
         tools = self._select_tools(config, preset, check=check)
         return self._prepare_existing(messages, config, preset, tools, previous)
 
-    def _select_tools(self, config: RunConfig, preset: AgentPreset, *, check: bool = True) -> list[Tool]:
+    def _select_tools(self, config: RunConfig, preset: Preset, *, check: bool = True) -> list[Tool]:
         """The run's tools: the requested ones within the preset, else the preset's.
 
         A request naming an unknown or unavailable tool is refused (`check`); a
@@ -90,7 +88,7 @@ class RunSetup:
             raise InvalidRun(str(exc)) from None
 
     def _new_run(
-        self, trace: Trace, config: RunConfig, preset: AgentPreset, tools: list[Tool], model: ModelSettings
+        self, trace: Trace, config: RunConfig, preset: Preset, tools: list[Tool], model: ModelSettings
     ) -> RunState:
         from tools.workspace import workspace_for
 
@@ -150,11 +148,13 @@ class RunSetup:
         )
 
     def _prepare_new(
-        self, messages: list[dict[str, Any]], config: RunConfig, preset: AgentPreset, tools: list[Tool]
+        self, messages: list[dict[str, Any]], config: RunConfig, preset: Preset, tools: list[Tool]
     ) -> RunState:
         model = self._model(config.model)
         base = config.system_prompt or prompts.SYSTEM_PROMPT
-        system = system_prompt_for(config, preset, base, {t.name for t in tools})  # M6
+        system = base
+        for extend in extensions.system_prompt:  # M6: skills
+            system = extend(config, preset, system, {t.name for t in tools})
         trace = new_trace(messages, config, model=model.model, owner=self.worker_id)
         trace.tools = [t.schema() for t in tools]
         if config.reserved_token is not None:
@@ -167,9 +167,10 @@ class RunSetup:
         if messages[0]["role"] != "system":
             messages = [{"role": "system", "content": system}, *messages]
         run.store.emit("run_started", {"mode": "new", "model": model.model, "agent_type": config.agent_type})
-        messages = with_experiences(  # M4
-            trace, messages, config, utility_call=self.utility_llm_call, emit=run.store.emit
-        )
+        for extend in extensions.first_messages:  # M4: experiences
+            messages = extend(
+                trace, messages, config, utility_call=self.utility_llm_call, emit=run.store.emit
+            )
         self._append_inputs(run, messages)
         run.store.commit()
         return run
@@ -187,7 +188,7 @@ class RunSetup:
         self,
         messages: list[dict[str, Any]],
         config: RunConfig,
-        preset: AgentPreset,
+        preset: Preset,
         tools: list[Tool],
         previous: Trace,
     ) -> RunState:

@@ -10,14 +10,13 @@ from typing import Any
 
 from django.conf import settings
 
-from memory.presets import AgentPreset
-from tools.registry import Tool
 from traces.goal_tree import GoalTree
 from traces.guards.loop_detection import LoopDetector, LoopVerdict
 from traces.llm import ModelSettings
 from traces.models import Message, Trace
 from traces.runner.compaction import PathInfo
 from traces.runner.config import RunConfig
+from traces.runner.extensions import Preset, Tool
 from traces.runner.store import RunStore
 
 
@@ -29,7 +28,7 @@ class RunState:
     store: RunStore
     goal_tree: GoalTree
     config: RunConfig
-    preset: AgentPreset
+    preset: Preset
     model: ModelSettings
     tools: list[Tool]
     workspace: Path

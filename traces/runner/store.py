@@ -63,6 +63,14 @@ def worker_identity() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
 
 
+def trace_request_stop(*, trace_id: str) -> bool:
+    """Flag a running trace to stop; its run exits at the next checkpoint (R5).
+
+    Returns False when the trace is not running (nothing to stop).
+    """
+    return bool(Trace.objects.filter(pk=trace_id, status=TraceStatus.RUNNING).update(stop_requested=True))
+
+
 def trace_claim(*, trace_id: str, owner: str, reserved_token: int | None = None) -> Trace:
     """Take the run lease of a trace, or raise RunConflict if a live run holds it.
 

@@ -38,18 +38,11 @@ from traces.llm import ModelNotConfigured, agent_model
 from traces.models import Trace, TraceStatus
 from traces.runner import InvalidRun, RunConfig, RunConflict, TraceNotFound, run_settings
 from traces.runner.prepare import new_trace_id, plan_existing, text_of, validate_messages
+from traces.runner.store import trace_request_stop
 from traces.selectors import trace_main_path_for_run, traces_visible_to
 
 RUN_TASK = "traces.tasks.run_trace"
 REFLECT_TASK = "memory.tasks.reflect_trace"
-
-
-def trace_request_stop(*, trace_id: str) -> bool:
-    """Flag a running trace to stop; its run exits at the next checkpoint (R5).
-
-    Returns False when the trace is not running (nothing to stop).
-    """
-    return bool(Trace.objects.filter(pk=trace_id, status=TraceStatus.RUNNING).update(stop_requested=True))
 
 
 def trace_start(

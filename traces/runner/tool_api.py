@@ -1,4 +1,6 @@
-"""What a tool receives (ToolContext) and what it returns (ToolResult)."""
+"""The runner's public API for tools: what a tool receives (ToolContext), returns
+(ToolResult) or raises (ToolError). Tools import these from `traces.runner`; the
+runner imports nothing of the tools app (its registry comes through extensions)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ from traces.models import Trace
 
 if TYPE_CHECKING:
     from traces.goal_tree import GoalTree
+    from traces.runner.config import RunConfig
+    from traces.runner.store import RunStore
 
 
 class ToolError(Exception):
@@ -42,9 +46,11 @@ class ToolContext:
     goal_tree: GoalTree | None = None
     goal_id: str | None = None
     uid: str | None = None
-    runner: Any = None
+    runner: Any = None  # the AgentRunner, for tools that run sub-agents
     tool_call_id: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    # The run's store: tools that start children emit events and commit through it.
+    store: RunStore | None = None
+    config: RunConfig | None = None
     # The run's network setting for sandboxed processes; None = AGENT_SANDBOX_NETWORK.
     sandbox_network: bool | None = None
 

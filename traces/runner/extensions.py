@@ -1,0 +1,105 @@
+"""The runner's extension points: what other apps plug into every run.
+
+Dependencies run one way: memory, tools, collaboration and notifications import the
+runner's public API and register here, in their AppConfig.ready(); the runner calls
+what is registered and imports none of them. Each point says when it is called.
+
+The types a point deals in are protocols of what the runner reads (a preset, a tool,
+a tool set), so the runner names no class of another app either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from traces.goal_tree import GoalTree
+    from traces.models import Trace
+    from traces.runner.config import RunConfig
+    from traces.runner.store import RunStore
+    from traces.runner.tool_api import ToolContext, ToolResult
+
+# A write to run inside the run's next fenced commit (RunStore.defer).
+Defer = Callable[[Callable[[], None]], None]
+Emit = Callable[[str, dict[str, Any]], None]
+ContextHook = Callable[["Trace", "GoalTree | None"], "str | None"]
+
+
+class Preset(Protocol):
+    """What the runner reads of an agent preset (M7)."""
+
+    allowed_tools: list[str] | None
+    denied_tools: list[str] | None
+    max_iterations: int | None
+    temperature: float | None
+    skills: list[str] | None
+    extra: dict[str, Any]
+
+
+class Tool(Protocol):
+    """What the runner reads of a tool (T1)."""
+
+    name: str
+    risk: str
+    read_only: bool
+    inline: bool
+    confirm: Callable[[dict[str, Any]], str | None] | None
+
+    def schema(self) -> dict[str, Any]: ...
+
+    def validate_arguments(self, arguments: dict[str, Any]) -> dict[str, Any]: ...
+
+
+class ToolSet(Protocol):
+    """The registry a runner offers tools from and runs them through (T1, T2, T5)."""
+
+    def get(self, name: str) -> Tool | None: ...
+
+    def select(self, *, allowed: Iterable[str] | None, denied: Iterable[str] | None) -> list[Any]: ...
+
+    def check_requested(self, names: list[str]) -> None: ...
+
+    def execute(
+        self, name: str, arguments: Any, ctx: ToolContext, *, offered: set[str], timeout: float | None
+    ) -> ToolResult: ...
+
+
+@dataclass
+class RunExtensions:
+    """The registered extensions; `extensions` below is the one every runner uses."""
+
+    # The tool registry a runner uses unless given one (the tools app).
+    tool_registry: Callable[[], ToolSet] | None = None
+    # A preset by agent type; raises LookupError naming the known ones (the memory app).
+    preset: Callable[[str | None], Preset] | None = None
+    # A new run's system prompt from the base prompt (skills, M6).
+    system_prompt: list[Callable[[RunConfig, Preset, str, set[str]], str]] = field(default_factory=list)
+    # A new run's input messages before they are stored (experiences, M4).
+    first_messages: list[Callable[..., list[dict[str, Any]]]] = field(default_factory=list)
+    # Each assistant reply, its writes deferred into the reply's commit (citations, M4).
+    on_reply: list[Callable[[Trace, str | None, Defer], None]] = field(default_factory=list)
+    # A run's end, its writes deferred into the final commit (outcomes, M5).
+    on_end: list[Callable[[Trace, str, Defer], None]] = field(default_factory=list)
+    # After the final commit (notifications).
+    after_end: list[Callable[[Trace, str], None]] = field(default_factory=list)
+    # Parts of the periodic context injection (R7: the inbox, S4).
+    context_hooks: list[ContextHook] = field(default_factory=list)
+    # The persisted result of an open call healed at load (R6); None: not this hook's tool.
+    healers: list[Callable[[Trace, dict[str, Any]], str | None]] = field(default_factory=list)
+    # Before a level-2 compaction summarises (C2: a reflection side branch).
+    before_compaction: list[Callable[[RunStore, Any], None]] = field(default_factory=list)
+
+    def require_tools(self) -> ToolSet:
+        if self.tool_registry is None:
+            raise RuntimeError("no tool registry registered (is the tools app installed?)")
+        return self.tool_registry()
+
+    def require_preset(self, name: str | None) -> Preset:
+        if self.preset is None:
+            raise RuntimeError("no preset provider registered (is the memory app installed?)")
+        return self.preset(name)
+
+
+extensions = RunExtensions()
