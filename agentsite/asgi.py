@@ -9,14 +9,14 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
 django_asgi_app = get_asgi_application()
 
-from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.routing import ProtocolTypeRouter  # noqa: E402
 
 from traces.api.websocket_auth import websocket_auth_stack  # noqa: E402
-from traces.events.routing import websocket_urlpatterns  # noqa: E402
+from traces.events.routing import websocket_router  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": websocket_auth_stack(URLRouter(websocket_urlpatterns)),
+        "websocket": websocket_auth_stack(websocket_router),
     }
 )

@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -133,7 +135,7 @@ TEMPLATES = [
 ]
 
 
-def _database() -> dict:
+def _database() -> Mapping[str, Any]:
     url = env_str("DATABASE_URL")
     if url:
         import dj_database_url
@@ -374,13 +376,17 @@ else:
 # net with Redis.
 AGENT_WATCH_POLL_SECONDS = env_float("AGENT_WATCH_POLL_SECONDS", 5.0 if REDIS_URL else 0.5, minimum=0.05)
 
-Q_CLUSTER = {
+# A run may take long; its own lease and heartbeat (W5) guard it, so the
+# broker's timeout only bounds a wedged task. timeout must stay below retry.
+_task_timeout = env_int("AGENT_TASK_TIMEOUT", 3600, minimum=10)
+_task_retry = env_int("AGENT_TASK_RETRY", 3700, minimum=20)
+if _task_timeout >= _task_retry:
+    raise ImproperlyConfigured("AGENT_TASK_TIMEOUT must be below AGENT_TASK_RETRY")
+Q_CLUSTER: dict[str, Any] = {
     "name": "agentsite",
     "workers": env_int("AGENT_WORKERS", 4, minimum=1),
-    # A run may take long; its own lease and heartbeat (W5) guard it, so the
-    # broker's timeout only bounds a wedged task. timeout must stay below retry.
-    "timeout": env_int("AGENT_TASK_TIMEOUT", 3600, minimum=10),
-    "retry": env_int("AGENT_TASK_RETRY", 3700, minimum=20),
+    "timeout": _task_timeout,
+    "retry": _task_retry,
     "max_attempts": 3,
     "catch_up": False,
     "ack_failures": True,
@@ -391,12 +397,10 @@ if REDIS_URL:
     Q_CLUSTER["redis"] = REDIS_URL
 else:
     Q_CLUSTER["orm"] = "default"
-if Q_CLUSTER["timeout"] >= Q_CLUSTER["retry"]:
-    raise ImproperlyConfigured("AGENT_TASK_TIMEOUT must be below AGENT_TASK_RETRY")
 # A queued run no worker has claimed after this long was lost by the broker (the
 # ORM broker redelivers after `retry`; Redis delivers at most once): the sweep
 # ends it as failed (W5).
-AGENT_QUEUE_GRACE_SECONDS = env_int("AGENT_QUEUE_GRACE_SECONDS", 2 * Q_CLUSTER["retry"], minimum=60)
+AGENT_QUEUE_GRACE_SECONDS = env_int("AGENT_QUEUE_GRACE_SECONDS", 2 * _task_retry, minimum=60)
 
 # --- Notifications (traces/notifications.py) --------------------------------
 

@@ -117,7 +117,8 @@ class ExperienceAdmin(admin.ModelAdmin):
     def save_model(self, request: HttpRequest, obj: Experience, form: Any, change: bool) -> None:
         if not change:
             obj.code = services.experience_next_code()
-        if change and "status" in form.changed_data:
+        # always authenticated here (the admin lets only staff in); the check narrows the type
+        if change and "status" in form.changed_data and request.user.is_authenticated:
             obj.reviewed_by, obj.reviewed_at = request.user, timezone.now()
         super().save_model(request, obj, form, change)
 

@@ -106,7 +106,8 @@ class ApprovalDecisionForm(PortalForm):
     note = forms.CharField(required=False)
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         decision = data.get("decision", "")
         data["scope"] = "run" if decision == "approve-run" else "call"
         data["decision"] = "approve" if decision == "approve-run" else decision

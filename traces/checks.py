@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any
 
 from django.core import checks
@@ -16,10 +17,10 @@ def sqlite_supports_returning(
 ) -> list[checks.CheckMessage]:
     errors: list[checks.CheckMessage] = []
     for alias in databases or []:
-        connection = connections[alias]
-        if connection.vendor != "sqlite":
+        if connections[alias].vendor != "sqlite":
             continue
-        problem = sqlite_version_problem(connection.Database.sqlite_version_info)
+        # the library Django's sqlite3 backend is built on
+        problem = sqlite_version_problem(sqlite3.sqlite_version_info)
         if problem:
             hint = "Use a newer SQLite (Debian 12 ships 3.40) or PostgreSQL (DATABASE_URL)."
             errors.append(checks.Error(problem, hint=hint, id="traces.E001"))

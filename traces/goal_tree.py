@@ -43,7 +43,7 @@ FLUSHED_FIELDS = (
     "agent_call_mode",
     "type",
 )
-STATUS_MARK = {
+STATUS_MARK: dict[str, str] = {
     GoalStatus.PENDING: "pending",
     GoalStatus.IN_PROGRESS: "in_progress",
     GoalStatus.COMPLETED: "completed",

@@ -17,9 +17,12 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
+
+if TYPE_CHECKING:
+    from tenacity import RetryCallState
 
 logger = logging.getLogger(__name__)
 
@@ -277,10 +280,10 @@ class LLMClient:
         retrying = tenacity.Retrying(
             stop=tenacity.stop_after_attempt(self.retries + 1),
             retry=tenacity.retry_if_exception(_retryable),
-            wait=lambda state: _retry_delay(state.outcome.exception(), state.attempt_number - 1),
+            wait=lambda state: _retry_delay(_attempt_error(state), state.attempt_number - 1),
             before_sleep=lambda state: logger.warning(
                 "%s; retry %d of %d in %.1fs",
-                _describe(state.outcome.exception()),
+                _describe(_attempt_error(state)),
                 state.attempt_number,
                 self.retries,
                 state.next_action.sleep if state.next_action else 0.0,
@@ -311,7 +314,16 @@ class LLMClient:
         return litellm.stream_chunk_builder(chunks, messages=kwargs["messages"]), True
 
 
-def _retryable(exc: Exception) -> bool:
+def _attempt_error(state: RetryCallState) -> BaseException:
+    """What the attempt just made raised: tenacity waits and sleeps only after an attempt
+    that raised (`retry_if_exception` retries nothing else)."""
+    error = state.outcome.exception() if state.outcome else None
+    if error is None:
+        raise RuntimeError("tenacity retried an attempt that raised nothing")
+    return error
+
+
+def _retryable(exc: BaseException) -> bool:
     """Rate limits, dropped connections and server errors; not timeouts (G3's invoke budget)."""
     import openai
 
@@ -323,7 +335,7 @@ def _retryable(exc: Exception) -> bool:
     return isinstance(status, int) and (status in (409, 429) or status >= 500)
 
 
-def _retry_delay(exc: Exception, attempt: int) -> float:
+def _retry_delay(exc: BaseException, attempt: int) -> float:
     """The provider's Retry-After when it gives a sane one, else jittered exponential backoff."""
     response = getattr(exc, "response", None)
     headers = getattr(response, "headers", None) or getattr(exc, "litellm_response_headers", None) or {}
@@ -336,7 +348,7 @@ def _retry_delay(exc: Exception, attempt: int) -> float:
     return min(0.5 * 2**attempt, 8.0) * random.uniform(0.75, 1.25)
 
 
-def _describe(exc: Exception) -> str:
+def _describe(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return f"{type(exc).__name__}: {text[:500]}"
 

@@ -151,7 +151,7 @@ def _main_path_rows(
         head_sequence = Trace.objects.filter(pk=trace_id).values_list("head_sequence", flat=True).first() or 0
     if not head_sequence:
         return []
-    params = [trace_id, head_sequence, trace_id, trace_id, trace_id, after_sequence]
+    params: list[str | int] = [trace_id, head_sequence, trace_id, trace_id, trace_id, after_sequence]
     with connection.cursor() as cursor:
         cursor.execute(_main_path_sql(connection.vendor, columns), params)
         return cursor.fetchall()
@@ -173,8 +173,8 @@ def _message_columns(vendor: str) -> str:
 @cache
 def _path_columns(vendor: str) -> str:
     """PathMessage's columns, in its field order."""
-    fields = [Message._meta.get_field(name) for name in PathMessage._fields]
-    return ", ".join(_message_column(field, vendor) for field in fields)
+    fields = {field.name: field for field in Message._meta.concrete_fields}
+    return ", ".join(_message_column(fields[name], vendor) for name in PathMessage._fields)
 
 
 def _message_column(field: models.Field, vendor: str) -> str:

@@ -77,7 +77,8 @@ class ExperienceSerializer(serializers.ModelSerializer):
     trace_id = serializers.CharField(read_only=True, allow_null=True)
     category = StrictRegexField(r"^[a-z][a-z0-9_]{0,49}$", required=False)
     confidence = StrictFloatField(min_value=0.0, max_value=1.0, required=False)
-    source = serializers.ChoiceField(ExperienceSource.choices, required=False)
+    # DRF takes declared fields off the class; the stubs see Field.source (here and below)
+    source = serializers.ChoiceField(ExperienceSource.choices, required=False)  # type: ignore[assignment]
     status = serializers.ChoiceField(ExperienceStatus.choices, required=False)
     rule = RuleField()
 
@@ -105,7 +106,7 @@ class ExperienceSerializer(serializers.ModelSerializer):
 class ExperienceListQuerySerializer(QuerySerializer):
     status = serializers.ChoiceField(ExperienceStatus.choices, required=False)
     category = StrictCharField(required=False)
-    source = serializers.ChoiceField(ExperienceSource.choices, required=False)
+    source = serializers.ChoiceField(ExperienceSource.choices, required=False)  # type: ignore[assignment]
     tag = StrictCharField(required=False, help_text="experiences with this state or intent tag")
     q = StrictCharField(required=False, help_text="words in the condition or rule")
 
@@ -124,7 +125,7 @@ class ExperienceImportResultSerializer(serializers.Serializer):
 class SkillSerializer(serializers.Serializer):
     name = serializers.CharField()
     description = serializers.CharField()
-    source = serializers.CharField()
+    source = serializers.CharField()  # type: ignore[assignment]  # a field, not Field.source (above)
 
 
 class SkillDetailSerializer(SkillSerializer):

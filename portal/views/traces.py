@@ -162,7 +162,7 @@ def _open_questions(trace: Trace) -> list[Trace]:
 
 
 def _ancestors(trace: Trace) -> list[Trace]:
-    chain = []
+    chain: list[Trace] = []
     parent = trace.parent_trace
     while parent is not None and len(chain) < 10:
         chain.insert(0, parent)

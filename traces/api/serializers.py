@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.utils import extend_schema_field
@@ -19,6 +19,9 @@ from traces.goal_tree import GoalTree
 from traces.models import Message, Trace, TraceEvent, TraceStatus
 from traces.runner.run_settings import LLM_PARAMS_ALLOWED, MAX_ITERATIONS_LIMIT, POLICY_ORDER
 from traces.storable import without_nul
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 SUMMARY_FIELDS = [
     "trace_id",
@@ -51,7 +54,9 @@ SUMMARY_FIELDS = [
 
 
 class TraceSerializer(serializers.ModelSerializer):
-    owner = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    owner: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True
+    )
     parent_trace_id = serializers.CharField(read_only=True, allow_null=True)
 
     class Meta:
@@ -278,7 +283,8 @@ class TraceStartSerializer(RunSettingsFields, ConstrainedSerializer):
     preset = StrictCharField(required=False, allow_null=True, help_text="Agent preset (agent_type)")
     name = StrictCharField(required=False, allow_null=True, allow_blank=True, max_length=200)
     uid = StrictCharField(required=False, allow_null=True, max_length=200)
-    context = serializers.DictField(required=False)
+    # DRF takes declared fields off the class; the stubs see Serializer.context
+    context = serializers.DictField(required=False)  # type: ignore[assignment]
     tools = serializers.ListField(child=StrictCharField(), required=False, allow_null=True)
     system_prompt = StrictCharField(required=False, allow_null=True, allow_blank=False)
 
@@ -295,7 +301,8 @@ class TraceRunSerializer(RunSettingsFields):
 
     tools = serializers.ListField(child=StrictCharField(), required=False, allow_null=True)
 
-    messages = MessagesField(required=False, default=list)
+    # DRF's JSONField takes any JSON default; the stubs allow only a mapping
+    messages = MessagesField(required=False, default=list)  # type: ignore[arg-type]
     after_sequence = StrictIntegerField(
         required=False, allow_null=True, min_value=1, max_value=BIGGEST_INTEGER
     )
@@ -323,7 +330,10 @@ class TraceListQuerySerializer(QuerySerializer):
     status = serializers.ChoiceField(choices=TraceStatus.choices, required=False)
     agent_type = StrictCharField(required=False)
     uid = StrictCharField(required=False)
-    parent = StrictCharField(required=False, help_text="Parent trace id; 'none' for top-level traces")
+    # DRF takes declared fields off the class; the stubs see Field.parent
+    parent = StrictCharField(  # type: ignore[assignment]
+        required=False, help_text="Parent trace id; 'none' for top-level traces"
+    )
     q = StrictCharField(required=False, help_text="Text search in name and task")
 
 

@@ -32,13 +32,8 @@ from concurrent.futures import Future
 from typing import Any
 
 from asgiref.sync import async_to_sync
-from channels.layers import (
-    DEFAULT_CHANNEL_LAYER,
-    BaseChannelLayer,
-    InMemoryChannelLayer,
-    channel_layers,
-    get_channel_layer,
-)
+from channels import DEFAULT_CHANNEL_LAYER
+from channels.layers import BaseChannelLayer, InMemoryChannelLayer, channel_layers, get_channel_layer
 
 logger = logging.getLogger(__name__)
 

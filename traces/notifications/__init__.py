@@ -30,6 +30,7 @@ token) or address sits in the task queue.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
@@ -81,8 +82,9 @@ def _notify(trace: Trace, status: str) -> None:
     if not notes:
         return
     with transaction.atomic():
-        payloads = [_record(trace, note) for note in notes]
-        if None in payloads:
+        recorded = [_record(trace, note) for note in notes]
+        payloads = [payload for payload in recorded if payload is not None]
+        if len(payloads) < len(recorded):
             transaction.set_rollback(True)
             logger.info("trace %s: lease lost before its notifications were recorded", trace.trace_id)
             return
@@ -148,7 +150,7 @@ def _told_keys(trace: Trace) -> set[str]:
     return {key for payload in payloads for key in (payload or {}).get("keys", [])}
 
 
-def _approval_item(trace: Trace, approval: dict[str, Any]) -> dict[str, Any]:
+def _approval_item(trace: Trace, approval: Mapping[str, Any]) -> dict[str, Any]:
     """An approval as told: which call waits, never its arguments."""
     return {
         "approval_id": approval["pk"],
@@ -160,7 +162,7 @@ def _approval_item(trace: Trace, approval: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _question_item(question: dict[str, Any]) -> dict[str, Any]:
+def _question_item(question: Mapping[str, Any]) -> dict[str, Any]:
     text = question["task"] or ""
     return {
         "trace_id": question["trace_id"],

@@ -44,7 +44,11 @@ from traces.selectors import trace_main_path_for_run
 
 logger = logging.getLogger(__name__)
 
-END_EVENTS = {TraceStatus.COMPLETED: "final", TraceStatus.STOPPED: "stopped", TraceStatus.FAILED: "error"}
+END_EVENTS: dict[str, str] = {
+    TraceStatus.COMPLETED: "final",
+    TraceStatus.STOPPED: "stopped",
+    TraceStatus.FAILED: "error",
+}
 
 
 @dataclass

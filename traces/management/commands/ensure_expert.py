@@ -44,7 +44,7 @@ class Command(BaseCommand):
         with transaction.atomic():
             user = User.objects.select_for_update().filter(username=username).first()
             created = user is None
-            if created:
+            if user is None:
                 password = given or secrets.token_urlsafe(18)
                 user = User.objects.create_superuser(username=username, email="", password=password)
             else:
