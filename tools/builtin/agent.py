@@ -158,11 +158,16 @@ def _delegate(
             child.trace_id, "", [], child.agent_type or "default", mode="delegate", existing=True
         )
     elif continue_from:
-        child = Trace.objects.filter(pk=continue_from).first()
-        if child is None or child.parent_trace_id != parent.trace_id:
+        previous = Trace.objects.filter(pk=continue_from).first()
+        if previous is None or previous.parent_trace_id != parent.trace_id:
             raise ToolError(f"no sub-trace {continue_from!r} of this trace to continue")
         spec = ChildSpec(
-            child.trace_id, task, messages, child.agent_type or "default", mode="delegate", existing=True
+            previous.trace_id,
+            task,
+            messages,
+            previous.agent_type or "default",
+            mode="delegate",
+            existing=True,
         )
     else:
         kind = _preset(agent_type or "default")

@@ -43,7 +43,7 @@ def pids_cgroup_root() -> Path | None:
 
 def _cgroup_mounts() -> list[tuple[Path, str]]:
     """(mount point, type) of v1 pids hierarchies and v2 ones whose root offers pids, v1 first."""
-    found = []
+    found: list[tuple[Path, str]] = []
     for line in Path("/proc/self/mountinfo").read_text().splitlines():
         fields = line.split(" - ", 1)
         if len(fields) != 2:
