@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from memory.presets import AgentPreset
+from memory.presets import Preset
 from memory.retrieval import format_experiences, retrieve_for_task
 from memory.services import MEMORY_CONTEXT
 from memory.skills import UnknownSkill, skills_for_prompt, skills_prompt
@@ -18,7 +18,7 @@ from traces.models import Trace
 from traces.runner.config import InvalidRun, RunConfig
 
 
-def system_prompt_for(config: RunConfig, preset: AgentPreset, base: str, offered: set[str]) -> str:
+def system_prompt_for(config: RunConfig, preset: Preset, base: str, offered: set[str]) -> str:
     """`base` plus the skills chosen by call site > preset > all built-ins.
 
     Raises InvalidRun when the call site names a skill that does not exist.

@@ -17,7 +17,10 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 
 @dataclass
-class AgentPreset:
+class Preset:
+    """An agent preset as a run reads it (M7): built-in, registered, or loaded from
+    the database row `memory.models.AgentPreset`."""
+
     allowed_tools: list[str] | None = None  # None = every registered tool
     denied_tools: list[str] | None = None
     max_iterations: int | None = None  # None = the run's own limit, else AGENT_MAX_ITERATIONS
@@ -32,20 +35,20 @@ class AgentPreset:
 
 _DEFAULT_SKILLS = ["planning", "research"]
 
-AGENT_PRESETS: dict[str, AgentPreset] = {
-    "default": AgentPreset(
+AGENT_PRESETS: dict[str, Preset] = {
+    "default": Preset(
         allowed_tools=None,
         skills=_DEFAULT_SKILLS,
         description="Default agent with every tool.",
     ),
-    "explore": AgentPreset(
+    "explore": Preset(
         allowed_tools=["read", "glob", "grep", "list_files", "goal", "skill", "get_experience"],
         denied_tools=["write", "edit", "bash", "agent"],
         max_iterations=15,
         skills=["planning"],
         description="Read-only explorer for code and file analysis.",
     ),
-    "analyst": AgentPreset(
+    "analyst": Preset(
         allowed_tools=[
             "read",
             "glob",
@@ -67,7 +70,7 @@ AGENT_PRESETS: dict[str, AgentPreset] = {
 
 
 class PresetFields(BaseModel):
-    """A preset as a presets file gives it: AgentPreset's fields, JSON types as they are."""
+    """A preset as a presets file gives it: Preset's fields, JSON types as they are."""
 
     model_config = ConfigDict(strict=True, extra="forbid")
 
@@ -94,28 +97,28 @@ def preset_names() -> list[str]:
     return sorted({*AGENT_PRESETS, *StoredPreset.objects.values_list("name", flat=True)})
 
 
-def get_preset(name: str | None) -> AgentPreset:
+def get_preset(name: str | None) -> Preset:
     """The preset `name` (default "default"): the database's, else the built-in one."""
     from memory.models import AgentPreset as StoredPreset
 
     key = name or "default"
     stored = StoredPreset.objects.filter(name=key).first()
     if stored is not None:
-        return AgentPreset(**{f: getattr(stored, f) for f in PRESET_FIELDS})
+        return Preset(**{f: getattr(stored, f) for f in PRESET_FIELDS})
     if key not in AGENT_PRESETS:
         raise UnknownPreset(key)
     return AGENT_PRESETS[key]
 
 
-def register_preset(name: str, preset: AgentPreset | dict[str, Any]) -> AgentPreset:
+def register_preset(name: str, preset: Preset | dict[str, Any]) -> Preset:
     if isinstance(preset, dict):
-        preset = AgentPreset(**preset)
+        preset = Preset(**preset)
     AGENT_PRESETS[name] = preset
     return preset
 
 
-def read_presets_file(path: str | Path) -> dict[str, AgentPreset]:
-    """Parse a JSON file `{"name": {...AgentPreset fields}}`; ValueError naming the fault."""
+def read_presets_file(path: str | Path) -> dict[str, Preset]:
+    """Parse a JSON file `{"name": {...Preset fields}}`; ValueError naming the fault."""
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a JSON object of presets")
@@ -125,7 +128,7 @@ def read_presets_file(path: str | Path) -> dict[str, AgentPreset]:
             preset = PresetFields.model_validate(fields)
         except ValidationError as exc:
             raise ValueError(f"{path}: preset {name!r} {_fault(exc)}") from None
-        presets[name] = AgentPreset(**preset.model_dump(exclude_unset=True))
+        presets[name] = Preset(**preset.model_dump(exclude_unset=True))
     return presets
 
 
@@ -147,7 +150,7 @@ def load_presets_file(path: str | Path) -> list[str]:
     return list(presets)
 
 
-def preset_save(name: str, preset: AgentPreset) -> None:
+def preset_save(name: str, preset: Preset) -> None:
     """Store `preset` in the database under `name` (every process sees it)."""
     from memory.models import AgentPreset as StoredPreset
 

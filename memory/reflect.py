@@ -41,7 +41,7 @@ from memory.models import Experience, ExperienceSource, normalize_tags
 from memory.retrieval import parse_json_object
 from memory.services import experience_create
 from traces.llm import LLMClient, LLMError, LLMResponse, ModelNotConfigured, agent_model
-from traces.models import Message
+from traces.models import Message, MessageKind
 from traces.runner.config import InvalidRun
 from traces.runner.history import sanitize_history
 from traces.runner.prepare import load_trace, text_of
@@ -272,7 +272,7 @@ class Reflection:
             parent_sequence=parent,
             role=role,
             content=content,
-            kind="reflect",
+            kind=MessageKind.REFLECT,
             description=f"reflection{': ' + self.focus if self.focus else ''}"[:200],
             created_at=timezone.now(),
         )

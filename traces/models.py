@@ -103,6 +103,22 @@ class Trace(models.Model):
         return self.status == TraceStatus.RUNNING
 
 
+class MessageKind(models.TextChoices):
+    """What a message is beyond its role (the runtime's own messages are marked)."""
+
+    PLAIN = "", "plain"
+    INPUT = "input", "input"
+    CONTEXT = "context", "context injection"
+    HEALED = "healed", "healed tool call"
+    TOOL_ERROR = "tool_error", "tool error"
+    LOOP_WARNING = "loop_warning", "loop warning"
+    GUARD = "guard", "guard"
+    SUMMARY = "summary", "compaction summary"
+    CARRIED = "carried", "carried over a summary"
+    ONCE = "once", "shown once"
+    REFLECT = "reflect", "reflection"
+
+
 class Message(models.Model):
     """One LLM-API message. `parent_sequence` links messages into a tree."""
 
@@ -134,7 +150,7 @@ class Message(models.Model):
     finish_reason = models.CharField(max_length=40, blank=True, null=True)
     # What kind of message this is beyond its role: "context" injections,
     # "healed" synthetic tool results, "summary" of a compaction, ...
-    kind = models.CharField(max_length=20, blank=True, default="")
+    kind = models.CharField(max_length=20, blank=True, default=MessageKind.PLAIN, choices=MessageKind.choices)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

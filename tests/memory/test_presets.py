@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from memory.presets import AgentPreset, read_presets_file
+from memory.presets import Preset, read_presets_file
 
 
-def read(tmp_path: Path, data: Any) -> dict[str, AgentPreset]:
+def read(tmp_path: Path, data: Any) -> dict[str, Preset]:
     path = tmp_path / "presets.json"
     path.write_text(json.dumps(data), encoding="utf-8")
     return read_presets_file(path)
@@ -20,7 +20,7 @@ def read(tmp_path: Path, data: Any) -> dict[str, AgentPreset]:
 def test_a_preset_takes_its_fields_and_leaves_the_rest_to_the_defaults(tmp_path):
     presets = read(tmp_path, {"reviewer": {"allowed_tools": ["read"], "temperature": 0, "max_iterations": 4}})
 
-    assert presets["reviewer"] == AgentPreset(allowed_tools=["read"], temperature=0.0, max_iterations=4)
+    assert presets["reviewer"] == Preset(allowed_tools=["read"], temperature=0.0, max_iterations=4)
 
 
 @pytest.mark.parametrize(

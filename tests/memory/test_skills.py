@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memory.presets import AGENT_PRESETS, AgentPreset
+from memory.presets import AGENT_PRESETS, Preset
 from memory.skills import load_skills, parse_skill, skills_for_prompt
 from tests.scripted_llm import Reply, ToolCall
 from traces.runner import InvalidRun, RunConfig
@@ -71,7 +71,7 @@ def test_call_site_skills_win_over_the_preset(runner, llm, skills_dirs):
 
 
 def test_a_preset_without_skills_gets_every_builtin(runner, llm, skills_dirs, monkeypatch):
-    monkeypatch.setitem(AGENT_PRESETS, "all-skills", AgentPreset(skills=None, max_iterations=3))
+    monkeypatch.setitem(AGENT_PRESETS, "all-skills", Preset(skills=None, max_iterations=3))
     llm.script("scripted", ["ok"])
 
     runner.run_result([{"role": "user", "content": "x"}], RunConfig(name="n", agent_type="all-skills"))

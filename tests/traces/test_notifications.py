@@ -25,7 +25,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
 import agentsite.settings as settings_module
-from memory.presets import AgentPreset, preset_save
+from memory.presets import Preset, preset_save
 from tests.factories import make_user
 from tests.scripted_llm import Reply, ToolCall
 from traces.models import Approval, Trace, TraceEvent
@@ -343,7 +343,7 @@ def test_a_presets_own_webhook_receives_its_runs_notifications(
     runner, llm, integrator, inline_worker, notify, settings
 ):
     settings.AGENT_NOTIFY_WEBHOOK_URLS = []
-    preset_save("notified", AgentPreset(extra={"notify_webhooks": [notify.url("/preset-hook")]}))
+    preset_save("notified", Preset(extra={"notify_webhooks": [notify.url("/preset-hook")]}))
 
     with inline_worker():
         start_waiting_run(runner, llm, integrator)  # the default preset names no webhook

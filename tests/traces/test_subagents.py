@@ -337,9 +337,9 @@ def test_per_task_messages_must_match_the_tasks(runner, llm):
 
 
 def test_a_sub_agent_at_its_step_limit_pauses_and_the_parent_is_told(runner, llm, monkeypatch):
-    from memory.presets import AGENT_PRESETS, AgentPreset
+    from memory.presets import AGENT_PRESETS, Preset
 
-    monkeypatch.setitem(AGENT_PRESETS, "brief", AgentPreset(allowed_tools=["list_files"], max_iterations=1))
+    monkeypatch.setitem(AGENT_PRESETS, "brief", Preset(allowed_tools=["list_files"], max_iterations=1))
     llm.script(
         "scripted",
         [

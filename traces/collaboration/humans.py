@@ -24,7 +24,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from traces import events as event_bus
-from traces.models import Approval, ApprovalStatus, Message, Trace, TraceStatus
+from traces.models import Approval, ApprovalStatus, Message, MessageKind, Trace, TraceStatus
 from traces.runner import InvalidRun, RunConflict, RunError, TraceNotFound
 from traces.selectors import traces_visible_to
 
@@ -75,7 +75,7 @@ def human_request_create(
             segment_start=1,
             content=question,
             description=question[:200],
-            kind="input",
+            kind=MessageKind.INPUT,
             created_at=now,
         )
         event_bus.event_append(

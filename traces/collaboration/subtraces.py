@@ -36,6 +36,7 @@ from memory.presets import get_preset
 from traces.goal_tree import GoalTree
 from traces.models import Goal, Trace, TraceStatus
 from traces.runner.config import STEP_LIMIT_PREFIX
+from traces.runner.tool_call import ToolCall
 
 logger = logging.getLogger(__name__)
 
@@ -342,8 +343,7 @@ def stop_cascade(parent_id: str, child_ids: list[str]) -> Iterator[None]:
 
 def healed_result(trace: Trace, call: dict[str, Any]) -> str | None:
     """The structured interruption note of an agent/evaluate call, or None for other tools."""
-    function = call.get("function") or {}
-    name = function.get("name") or ""
+    name = ToolCall.of(call).name
     if name not in ("agent", "evaluate"):
         return None
     noted = ((trace.context or {}).get("sub_trace_calls") or {}).get(call.get("id") or "") or {}

@@ -32,6 +32,7 @@ from django.conf import settings
 from traces.models import Approval, ApprovalStatus, Trace
 from traces.runner.extensions import Tool
 from traces.runner.tool_api import ToolError
+from traces.runner.tool_call import ToolCall
 
 POLICIES = ("auto", "ask-risky", "ask-all")
 UNGATED_TOOLS = {"goal", "ask_human"}
@@ -110,11 +111,10 @@ def gate(
     A new approval comes back unsaved (`created`): the caller stores it through
     its fence.
     """
-    call_id = str(call.get("id") or "")
-    approval = Approval.objects.filter(trace=trace, tool_call_id=call_id).first()
+    parsed = ToolCall.of(call)
+    approval = Approval.objects.filter(trace=trace, tool_call_id=parsed.id).first()
     if approval is None:
-        function = call.get("function") or {}
-        arguments = parse_arguments(function.get("arguments"))
+        arguments = parse_arguments(parsed.arguments)
         ask = needs_approval(tool, policy, arguments)
         if ask is None:
             return GateDecision("execute", call)
@@ -123,9 +123,9 @@ def gate(
             return GateDecision("execute", call, by_run_approval=earlier)
         approval = Approval(
             trace=trace,
-            tool_call_id=call_id,
+            tool_call_id=parsed.id,
             message_sequence=message_sequence,
-            tool_name=str(function.get("name") or ""),
+            tool_name=parsed.name,
             arguments=arguments,
             risk=tool.risk if tool else "risky",
             question=ask.question,
@@ -136,8 +136,7 @@ def gate(
     if approval.status == ApprovalStatus.DENIED:
         return GateDecision("deny", call, approval)
     if approval.edited_arguments is not None:
-        function = {**(call.get("function") or {}), "arguments": json.dumps(approval.edited_arguments)}
-        call = {**call, "function": function}
+        call = parsed.with_arguments(call, json.dumps(approval.edited_arguments))
     return GateDecision("execute", call, approval)
 
 

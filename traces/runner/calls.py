@@ -16,11 +16,12 @@ from traces.guards.confirm import (
     gate,
 )
 from traces.guards.loop_detection import LoopVerdict
-from traces.models import Message, TraceStatus
+from traces.models import Message, MessageKind, TraceStatus
 from traces.runner import compaction
 from traces.runner.history import new_message
 from traces.runner.state import RunState
 from traces.runner.tool_api import ToolContext, ToolResult
+from traces.runner.tool_call import ToolCall
 
 # Inline tools that are quick and change nothing outside the run (the plan).
 QUICK_INLINE_TOOLS = {"goal"}
@@ -30,7 +31,7 @@ class ToolCalls:
     """AgentRunner's tool-call steps (a mixin; `self` is the AgentRunner)."""
 
     def _quick(self, run: RunState, call: dict[str, Any]) -> bool:
-        name = str((call.get("function") or {}).get("name") or "")
+        name = ToolCall.of(call).name
         tool = self.tool_registry.get(name) if name in run.offered else None
         return tool is None or (tool.read_only and (not tool.inline or tool.name in QUICK_INLINE_TOOLS))
 
@@ -79,7 +80,7 @@ class ToolCalls:
         yield self._note(
             run,
             prompts.LOOP_REMINDER.format(detail=verdict.detail),
-            kind="loop_warning",
+            kind=MessageKind.LOOP_WARNING,
             description=f"loop warning: {verdict.kind}",
         )
 
@@ -98,7 +99,7 @@ class ToolCalls:
         return note
 
     def _gate(self, run: RunState, call: dict[str, Any], message_sequence: int) -> GateDecision:
-        name = str((call.get("function") or {}).get("name") or "")
+        name = ToolCall.of(call).name
         tool = self.tool_registry.get(name) if name in run.offered else None
         decision = gate(run.trace, call, tool, run.policy, message_sequence)
         approval = decision.approval
@@ -129,9 +130,8 @@ class ToolCalls:
         self, run: RunState, call: dict[str, Any], forced: ToolResult | None = None
     ) -> Message | None:
         """Run one call and persist its result; None when the tool suspends the run (the call stays open)."""
-        function = call.get("function") or {}
-        name = str(function.get("name") or "")
-        arguments = function.get("arguments")
+        parsed = ToolCall.of(call)
+        name, arguments = parsed.name, parsed.arguments
         run.store.emit("tool_call", {"tool_call_id": call.get("id"), "name": name, "arguments": arguments})
         ctx = ToolContext(
             trace=run.trace,
@@ -175,7 +175,7 @@ class ToolCalls:
             name=name or None,
             goal_id=run.trace.current_goal_id or ctx.goal_id,
             duration_ms=duration_ms,
-            kind="tool_error" if result.is_error else ("once" if once else ""),
+            kind=MessageKind.TOOL_ERROR if result.is_error else ("once" if once else ""),
             # a shown-once result keeps its long-term memory here for later requests (C3)
             description=(result.long_term_memory if once else (result.title or name))[:2000],
         )

@@ -39,6 +39,7 @@ from django.conf import settings
 
 from traces.goal_tree import CLOSED
 from traces.llm import LLMError
+from traces.models import MessageKind
 
 if TYPE_CHECKING:
     from traces.models import Message
@@ -134,7 +135,7 @@ def level_one(
 ) -> tuple[list[dict[str, Any]], list[int]]:
     """The request without closed goals' messages; and the sequences left out."""
     closed = {gid for gid, goal in goal_tree.goals.items() if goal.status in CLOSED}
-    latest_context = max((i for i, info in enumerate(infos) if info.kind == "context"), default=-1)
+    latest_context = max((i for i, info in enumerate(infos) if info.kind == MessageKind.CONTEXT), default=-1)
     out: list[dict[str, Any]] = []
     dropped: list[int] = []
     first_user = next((i for i, m in enumerate(messages) if m["role"] == "user"), -1)
@@ -144,7 +145,7 @@ def level_one(
         if index == 0 or role == "user":
             skipping = False
             keep = True
-        elif info.kind == "context":
+        elif info.kind == MessageKind.CONTEXT:
             keep = index == latest_context
         elif role == "assistant":
             skipping = info.goal_id in closed
@@ -175,7 +176,9 @@ def carried_start(messages: list[dict[str, Any]], infos: list[PathInfo]) -> int:
     """Index where the tail the model has not answered yet begins (kept verbatim)."""
     index = len(messages)
     while (
-        index > 0 and messages[index - 1]["role"] in ("tool", "user") and infos[index - 1].kind != "summary"
+        index > 0
+        and messages[index - 1]["role"] in ("tool", "user")
+        and infos[index - 1].kind != MessageKind.SUMMARY
     ):
         index -= 1
     if index > 0 and index < len(messages) and messages[index - 1].get("tool_calls"):
@@ -231,9 +234,9 @@ def truncate(
 def already_compacted(infos: list[PathInfo]) -> bool:
     """Recursion guard: the last summary has nothing but its carried tail after it."""
     for info in reversed(infos):
-        if info.kind == "summary":
+        if info.kind == MessageKind.SUMMARY:
             return True
-        if info.kind != "carried":
+        if info.kind != MessageKind.CARRIED:
             return False
     return False
 

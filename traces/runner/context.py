@@ -6,7 +6,7 @@ import logging
 from typing import Any
 
 from traces.goal_tree import GoalTree
-from traces.models import Message, Trace
+from traces.models import Message, MessageKind, Trace
 from traces.runner import compaction
 from traces.runner.extensions import ContextHook, extensions
 from traces.runner.history import new_message
@@ -27,7 +27,7 @@ class ContextManagement:
             run,
             role="system",
             content=text,
-            kind="context",
+            kind=MessageKind.CONTEXT,
             description="context injection: plan and collaborators",
             goal_id=run.trace.current_goal_id,
         )
@@ -128,7 +128,7 @@ class ContextManagement:
             content=f"{compaction.SUMMARY_MARKER} Summary of the conversation so far "
             f"({len(compressed)} messages compressed):\n\n{text}",
             parent_sequence=first_sequence,
-            kind="summary",
+            kind=MessageKind.SUMMARY,
             description=f"summary of {len(compressed)} messages",
             goal_id=run.trace.current_goal_id,
         )
@@ -145,7 +145,7 @@ class ContextManagement:
                     tool_calls=data.get("tool_calls"),
                     tool_call_id=data.get("tool_call_id"),
                     name=data.get("name"),
-                    kind="carried",
+                    kind=MessageKind.CARRIED,
                     goal_id=info.goal_id,
                     description=f"carried over from message {info.sequence}",
                 ),

@@ -6,11 +6,12 @@ from typing import Any
 
 from traces import prompts
 from traces.llm import LLMResponse
-from traces.models import Message
+from traces.models import Message, MessageKind
 from traces.runner import compaction
 from traces.runner.compaction import PathInfo
 from traces.runner.extensions import extensions
 from traces.runner.state import RunState
+from traces.runner.tool_call import ToolCall
 
 
 def describe_assistant(response: LLMResponse) -> str:
@@ -21,7 +22,7 @@ def describe_assistant(response: LLMResponse) -> str:
 
 def heal_message(call: dict[str, Any], run: RunState) -> Message:
     """R6: a persisted synthetic result for a tool call that never got one."""
-    name = (call.get("function") or {}).get("name") or ""
+    name = ToolCall.of(call).name
     healed = next((text for healer in extensions.healers if (text := healer(run.trace, call))), None)
     return new_message(
         run,
@@ -29,7 +30,7 @@ def heal_message(call: dict[str, Any], run: RunState) -> Message:
         tool_call_id=call.get("id"),
         name=name or None,
         content=healed or prompts.INTERRUPTED_TOOL_RESULT,
-        kind="healed",
+        kind=MessageKind.HEALED,
         description=f"healed: {name} was interrupted",
         goal_id=run.trace.current_goal_id,
     )
@@ -83,6 +84,6 @@ def sanitize_history(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     )
                 open_ids = {}
             for call in message.get("tool_calls") or ():
-                open_ids[call.get("id")] = (call.get("function") or {}).get("name", "")
+                open_ids[call.get("id")] = ToolCall.of(call).name
         out.append(message)
     return out

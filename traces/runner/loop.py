@@ -26,7 +26,7 @@ from traces.llm import (
     LLMError,
     LLMResponse,
 )
-from traces.models import Message, Trace, TraceStatus
+from traces.models import Message, MessageKind, Trace, TraceStatus
 from traces.runner.calls import ToolCalls
 from traces.runner.compaction import info_for
 from traces.runner.config import (
@@ -189,7 +189,7 @@ class AgentRunner(RunSetup, ModelCalls, ContextManagement, ToolCalls):
             assistant = self._persist_assistant(run, response)
             yield assistant
             if not response.tool_calls and not (response.content or "").strip():
-                yield self._note(run, prompts.EMPTY_REPLY, kind="guard", description="empty reply")
+                yield self._note(run, prompts.EMPTY_REPLY, kind=MessageKind.GUARD, description="empty reply")
                 continue
             if not response.tool_calls:
                 return self._finish(run, TraceStatus.COMPLETED, result=response.content or "")

@@ -13,7 +13,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from traces.models import Message, Trace, TraceStatus
+from traces.models import Message, MessageKind, Trace, TraceStatus
 from traces.runner.config import InvalidRun, RunConfig, RunConflict, TraceNotFound
 from traces.selectors import PathMessage, trace_main_path_for_run
 from traces.storable import without_nul
@@ -183,7 +183,7 @@ def path_through_summaries(trace: Trace, path: list[PathMessage], after: int) ->
     while pending:
         candidate = pending.pop()
         for message in candidate:
-            if message.kind != "summary" or message.sequence in seen:
+            if message.kind != MessageKind.SUMMARY or message.sequence in seen:
                 continue
             seen.add(message.sequence)
             event = TraceEvent.objects.filter(

@@ -21,7 +21,7 @@ from traces.llm import (
     agent_model,
     utility_model,
 )
-from traces.models import Approval, Message, Trace
+from traces.models import Approval, Message, MessageKind, Trace
 from traces.runner import compaction, run_settings
 from traces.runner.compaction import context_threshold, info_for
 from traces.runner.config import (
@@ -259,7 +259,7 @@ class RunSetup:
         pairs = []
         for index, message in enumerate(kept):
             data = message.to_llm_dict()
-            if message.kind == "once" and index < last_assistant:
+            if message.kind == MessageKind.ONCE and index < last_assistant:
                 data["content"] = compaction.shown_once(message.description)  # C3: seen already
             pairs.append((data, info_for(message, data)))
         run.llm_messages, run.infos = sanitize_history_with_infos(pairs)

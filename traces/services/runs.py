@@ -32,7 +32,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from memory.presets import AgentPreset, UnknownPreset, get_preset
+from memory.presets import Preset, UnknownPreset, get_preset
 from traces import events as event_bus
 from traces.llm import ModelNotConfigured, agent_model
 from traces.models import Trace, TraceStatus
@@ -267,19 +267,19 @@ def _running_reason(trace: Trace) -> str:
     )
 
 
-def _check_preset(name: str) -> AgentPreset:
+def _check_preset(name: str) -> Preset:
     try:
         return get_preset(name)
     except UnknownPreset as exc:
         raise InvalidRun(str(exc)) from None
 
 
-def _baseline_policy(preset: AgentPreset) -> str:
+def _baseline_policy(preset: Preset) -> str:
     """The confirm policy a run gets when it names none: the preset's, else the deployment's."""
     return (preset.extra or {}).get("confirm_policy") or django_settings.AGENT_CONFIRM_POLICY
 
 
-def _baseline_network(preset: AgentPreset) -> bool:
+def _baseline_network(preset: Preset) -> bool:
     """Whether a run's sandboxed tools get the network when it asks nothing: the preset's, else the deployment's."""
     return bool((preset.extra or {}).get("sandbox_network", django_settings.AGENT_SANDBOX_NETWORK))
 

@@ -12,6 +12,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from traces.models import Message, Trace, TraceStatus
 from traces.runner import AgentRunner, RunConfig, RunError, run_settings
+from traces.runner.tool_call import ToolCall
 
 EXIT_CODES: dict[str, int] = {
     TraceStatus.COMPLETED: 0,
@@ -247,11 +248,8 @@ class Command(BaseCommand):
         label = f"[{message.sequence:>4}] {message.role:<9}"
         if message.role == "assistant":
             text = (message.content or "").strip()
-            for call in message.tool_calls or ():
-                function = call.get("function") or {}
-                text += (
-                    f"\n           -> {function.get('name')}({_clip(function.get('arguments') or '', 200)})"
-                )
+            for call in map(ToolCall.of, message.tool_calls or ()):
+                text += f"\n           -> {call.name}({_clip(str(call.arguments or ''), 200)})"
             self.stdout.write(f"{self.style.SUCCESS(label)} {text.strip()}")
         elif message.role == "tool":
             style = self.style.ERROR if message.kind in ("tool_error", "healed") else self.style.NOTICE
