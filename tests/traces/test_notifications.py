@@ -241,6 +241,32 @@ def test_a_failed_run_notifies_with_only_the_clipped_first_line_of_its_error(
     assert "MODEL OUTPUT" not in notify.requests[0].body.decode()
 
 
+def test_a_run_the_sweep_gives_up_on_notifies_failed(integrator, inline_worker, notify):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from traces.services.sweep import runs_sweep_stale
+
+    stale = timezone.now() - timedelta(hours=1)
+    trace = Trace.objects.create(
+        trace_id="t-dead",
+        status="running",
+        owner=integrator,
+        run_token=3,
+        heartbeat_at=stale,
+        updated_at=stale,
+    )
+
+    with inline_worker():
+        report = runs_sweep_stale()
+
+    assert report.failed == [trace.trace_id]
+    (payload,) = notify.payloads()
+    assert (payload["kind"], payload["trace_id"]) == ("failed", trace.trace_id)
+    assert "worker died" in payload["reason"]
+
+
 @pytest.mark.parametrize(("kinds", "told"), [(None, "attention"), (["waiting_answer", "failed"], "failed")])
 def test_a_run_flagged_by_a_loop_notifies_attention_or_failed_as_the_deployment_picks(
     runner, llm, integrator, inline_worker, notify, settings, kinds, told

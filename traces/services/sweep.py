@@ -38,6 +38,7 @@ from django.utils import timezone
 from memory.services import experience_record_outcome
 from traces import events as event_bus
 from traces.models import Trace, TraceStatus
+from traces.notifications import notify_run_ended
 from traces.runner import InvalidRun, RunConfig
 from traces.runner.prepare import plan_existing, text_of
 from traces.selectors import trace_main_path_for_run
@@ -204,4 +205,6 @@ def _end(
             {"status": status, "result": result, "error": error, "reason": reason or error, **row},
             id_taken=True,
         )
+        if status == TraceStatus.FAILED:  # a run the sweep gives up on fails like any other
+            notify_run_ended(Trace.objects.get(pk=trace_id), status)
     return True
