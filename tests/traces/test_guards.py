@@ -1,4 +1,4 @@
-"""Runtime guards (G1-G4, G6) through the runner and real litellm."""
+"""Runtime guards (G1-G3, G6) through the runner and real litellm; hooks (G4): test_hooks.py."""
 
 from __future__ import annotations
 
@@ -8,88 +8,15 @@ from typing import Any
 import pytest
 
 from tests.scripted_llm import Reply, ToolCall
-from traces.guards.hooks import LifecycleHooks
 from traces.guards.loop_detection import LoopDetector
 from traces.models import Message, Trace, TraceEvent
-from traces.runner import AgentRunner, RunConfig
-from traces.runner.tool_api import ToolResult
+from traces.runner import RunConfig
 
 pytestmark = pytest.mark.django_db
-
-CALLED: list[str] = []
 
 
 def user(text: str) -> list[dict[str, Any]]:
     return [{"role": "user", "content": text}]
-
-
-def register_settings_hooks(hooks: LifecycleHooks) -> None:
-    """Named in AGENT_HOOKS by a test below."""
-    hooks.register("on_agent_end", lambda trace: CALLED.append(f"end:{trace.status}"))
-
-
-def test_hooks_replace_messages_block_and_rewrite_tool_calls_in_priority_order(llm, workspace_root):
-    seen: list[str] = []
-    hooks = LifecycleHooks()
-
-    def redact(trace: Trace, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return [
-            {**m, "content": m["content"].replace("secret-plan", "[redacted]")}
-            if isinstance(m.get("content"), str)
-            else m
-            for m in messages
-        ]
-
-    def explode(*args: Any) -> None:
-        raise RuntimeError("a broken hook")
-
-    hooks.register("before_model", redact)
-    hooks.register("after_model", lambda trace, response: seen.append(f"model:{response.finish_reason}"))
-    hooks.register("before_tool_call", explode, priority=1)
-    hooks.register(
-        "before_tool_call",
-        lambda trace, call: "writes are frozen" if call["function"]["name"] == "write" else None,
-        priority=5,
-    )
-    hooks.register("before_tool_call", lambda trace, call: seen.append("late") or None, priority=50)
-    hooks.register(
-        "after_tool_call",
-        lambda trace, call, result: ToolResult(title="rewritten", output=result.output.upper()),
-    )
-    hooks.register("on_agent_end", lambda trace: seen.append(f"end:{trace.status}"))
-    llm.script(
-        "scripted",
-        [
-            Reply(
-                tool_calls=[ToolCall("write", {"path": "a.txt", "content": "x"}), ToolCall("list_files", {})]
-            ),
-            Reply(text="ok"),
-        ],
-    )
-
-    result = AgentRunner(hooks=hooks).run_result(user("the secret-plan"), RunConfig())
-
-    assert result.status == "completed"
-    first_request = llm.requests_for("scripted")[0].messages
-    assert "[redacted]" in first_request[1]["content"] and "secret-plan" not in str(first_request)
-    blocked, listed = Message.objects.filter(trace_id=result.trace_id, role="tool").order_by("sequence")
-    assert "blocked: writes are frozen" in blocked.content.lower()
-    assert not (workspace_root / result.trace_id / "a.txt").exists()
-    title, output = listed.content.split("\n\n", 1)
-    assert title == "rewritten" and output == output.upper() and output.strip()
-    assert seen == [
-        "model:tool_calls",
-        "late",
-        "model:stop",
-        "end:completed",
-    ]  # blocked call skips later hooks
-
-
-def test_hooks_named_in_settings_are_registered(llm, workspace_root, settings):
-    settings.AGENT_HOOKS = ["tests.traces.test_guards.register_settings_hooks"]
-    CALLED.clear()
-    AgentRunner().run_result(user("hi"), RunConfig())
-    assert CALLED == ["end:completed"]
 
 
 def test_loop_detector_levels_for_each_pattern():
