@@ -142,14 +142,6 @@ def _fault(exc: ValidationError) -> str:
     return f"{'.'.join(map(str, errors[0]['loc']))}: {errors[0]['msg']}"
 
 
-def load_presets_file(path: str | Path) -> list[str]:
-    """Register every preset of a JSON file in this process (see `preset_save` to store them)."""
-    presets = read_presets_file(path)
-    for name, preset in presets.items():
-        register_preset(name, preset)
-    return list(presets)
-
-
 def preset_save(name: str, preset: Preset) -> None:
     """Store `preset` in the database under `name` (every process sees it)."""
     from memory.models import AgentPreset as StoredPreset

@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import QuerySet
-from rest_framework.permissions import BasePermission
 
 from traces.models import Trace
 from traces.selectors import traces_visible_to
@@ -18,11 +17,3 @@ from traces.selectors import traces_visible_to
 
 def visible_traces(request: Any) -> QuerySet[Trace]:
     return traces_visible_to(request.user)
-
-
-class CanSteerTrace(BasePermission):
-    """Object check for views that fetch a trace some other way: owner or staff."""
-
-    def has_object_permission(self, request: Any, view: Any, obj: Any) -> bool:
-        user = request.user
-        return bool(user and user.is_authenticated and (user.is_staff or obj.owner_id == user.pk))
