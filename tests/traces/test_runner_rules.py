@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 import pytest
+from django.db import connection
 
 from tests.scripted_llm import Reply, ToolCall
 from tools.registry import ToolRegistry, build_tool, load_builtin_tools
@@ -399,3 +400,24 @@ def test_nul_characters_in_tool_output_and_replies_are_stored_as_replacement_cha
     assert {"role": "user", "content": "go\ufffd"} in sent  # the model sees what is stored
     events = TraceEvent.objects.filter(trace_id=result.trace_id, type="message")
     assert "before\ufffdafter" in [e.payload["content"] for e in events]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_runs_on_one_runner_in_two_threads_each_report_their_own_figures(runner, llm):
+    llm.script("scripted", [Reply(tool_calls=[ToolCall("list_files", {})]), "one", "two"])
+    seen: dict[str, Any] = {}
+
+    def short() -> None:
+        try:
+            result = runner.run_result(user("short"), RunConfig(name="short"))
+            seen["short"] = (result.iterations, runner.last_run_stats["iterations"])
+        finally:
+            connection.close()
+
+    long = runner.run_result(user("long"), RunConfig(name="long"))  # a tool step, then an answer
+    thread = threading.Thread(target=short)
+    thread.start()
+    thread.join()
+
+    assert (long.iterations, runner.last_run_stats["iterations"]) == (2, 2)  # not the other thread's 1
+    assert seen["short"] == (1, 1)

@@ -67,7 +67,14 @@ class AgentRunner(RunSetup, ModelCalls, ContextManagement, ToolCalls):
         self.worker_id = worker_id or worker_identity()
         self._stops: dict[str, threading.Event] = {}
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="llm")
-        self.last_run_stats: dict[str, Any] = {}
+        # Per thread: runs on one runner in several threads (explore children) each
+        # see their own run's figures.
+        self._local = threading.local()
+
+    @property
+    def last_run_stats(self) -> dict[str, Any]:
+        """Figures of the last run this thread consumed (iterations, model and total seconds)."""
+        return getattr(self._local, "stats", {})
 
     # --- public API --------------------------------------------------------------
 
@@ -94,7 +101,7 @@ class AgentRunner(RunSetup, ModelCalls, ContextManagement, ToolCalls):
             raise
         finally:
             self._stops.pop(run.trace.trace_id, None)
-            self.last_run_stats = {
+            self._local.stats = {
                 "iterations": run.iterations,
                 "model_seconds": run.model_seconds,
                 "total_seconds": time.perf_counter() - run.started,
