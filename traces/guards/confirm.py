@@ -154,7 +154,7 @@ def approval_payload(approval: Approval) -> dict[str, Any]:
         "question": approval.question,
         "status": approval.status,
         "scope": approval.scope,
-        "decided_by": approval.decided_by.get_username() if approval.decided_by_id else None,
+        "decided_by": approval.decided_by.get_username() if approval.decided_by else None,
         "decided_at": approval.decided_at.isoformat() if approval.decided_at else None,
         "note": approval.decision_note,
     }

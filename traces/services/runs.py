@@ -81,6 +81,7 @@ def trace_start(
     model_name = _check_model(model)
     if context is not None and not isinstance(context, dict):
         raise InvalidRun("context must be a JSON object")
+    trace_id, token = new_trace_id(), 1
     config = RunConfig(
         **requested,
         model=model,
@@ -89,13 +90,13 @@ def trace_start(
         name=name,
         owner_id=user.pk,
         context=dict(context or {}),
-        new_trace_id=new_trace_id(),
-        reserved_token=1,
+        new_trace_id=trace_id,
+        reserved_token=token,
     )
     now = timezone.now()
     with transaction.atomic():
         trace = Trace.objects.create(
-            trace_id=config.new_trace_id,
+            trace_id=trace_id,
             name=(name or "")[:200],
             task=text_of(first_user.get("content")),
             agent_type=agent_type,
@@ -106,7 +107,7 @@ def trace_start(
             context=config.context,
             created_at=now,
             updated_at=now,
-            run_token=config.reserved_token,
+            run_token=token,
             heartbeat_at=None,
         )
         _enqueue(trace.trace_id, clean, config)
@@ -147,18 +148,19 @@ def trace_continue(
     if "system_prompt" in requested:
         raise InvalidRun("system_prompt: only a new run takes one (the prompt is the trace's first message)")
     _check_model(trace.model)
+    token = trace.run_token + 1
     config = RunConfig(
         **requested,
         trace_id=trace.trace_id,
         after_sequence=after_sequence,
         agent_type=trace.agent_type or "default",
-        reserved_token=trace.run_token + 1,
+        reserved_token=token,
         reserved_from=trace.status,
     )
     path = trace_main_path_for_run(trace_id=trace.trace_id, head_sequence=trace.head_sequence)
     plan_existing(trace, path, clean, config, trace.status)
     with transaction.atomic():
-        _reserve(trace, config.reserved_token)
+        _reserve(trace, token)
         _enqueue(trace.trace_id, clean, config)
     trace.refresh_from_db()
     return trace
