@@ -1,19 +1,21 @@
 """What the memory app plugs into every run (traces/runner/extensions.py): presets,
 skills in the system prompt (M6), experiences for a new run (M4), citations and
-outcomes (M4, M5), the reflection before a compaction (C2)."""
+outcomes (M4, M5), the reflection before a compaction (C2). Imported by the app's
+ready(), when models may be imported."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from memory.injection import system_prompt_for, with_experiences
+from memory.presets import get_preset
+from memory.reflect import Reflection
+from memory.services import experience_record_citations, experience_record_outcome
 from traces.models import Trace
 from traces.runner.extensions import Defer, RunExtensions
 
 
 def register(extensions: RunExtensions) -> None:
-    from memory.injection import system_prompt_for, with_experiences
-    from memory.presets import get_preset
-
     extensions.preset = get_preset
     extensions.system_prompt.append(system_prompt_for)
     extensions.first_messages.append(with_experiences)
@@ -23,20 +25,14 @@ def register(extensions: RunExtensions) -> None:
 
 
 def _count_citations(trace: Trace, text: str | None, defer: Defer) -> None:
-    from memory.services import experience_record_citations
-
     experience_record_citations(trace=trace, text=text, write=defer)
 
 
 def _count_outcome(trace: Trace, status: str, defer: Defer) -> None:
-    from memory.services import experience_record_outcome
-
     experience_record_outcome(trace=trace, status=status, write=defer)
 
 
 def _reflect_before_compaction(store: Any, llm_call: Any) -> None:
-    from memory.reflect import Reflection
-
     Reflection(store.trace.trace_id, focus="before context compaction", llm_call=llm_call).run_with_store(
         store
     )

@@ -7,9 +7,7 @@ and anything that ends up outside is refused with a message the model can act on
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,8 +21,6 @@ IGNORED_DIRS = frozenset(
 )
 
 _BINARY_SNIFF_BYTES = 8192
-_UNSAFE_NAME_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
-_MAX_DIR_NAME = 80
 
 
 def resolve_in_workspace(workspace: Path, path: str, *, must_exist: bool = False) -> Path:
@@ -64,29 +60,6 @@ def display_path(workspace: Path, target: Path) -> str:
     """`target` relative to the workspace, in the form the model should pass back."""
     relative = target.relative_to(workspace.resolve())
     return relative.as_posix() if relative.parts else "."
-
-
-def workspace_for(trace_id: str) -> Path:
-    """The workspace directory of a trace, created if missing.
-
-    Sub-traces (`{root}@delegate-...`) share their root trace's workspace, so a
-    delegated agent sees the files its parent made.
-    """
-    root_id = trace_id.split("@", 1)[0]
-    if not root_id:
-        raise ValueError(f"trace id {trace_id!r} has no root part")
-    directory = Path(settings.AGENT_WORKSPACE_ROOT) / _safe_dir_name(root_id)
-    directory.mkdir(parents=True, exist_ok=True)
-    return directory.resolve()
-
-
-def _safe_dir_name(root_id: str) -> str:
-    name = _UNSAFE_NAME_CHARS.sub("_", root_id).strip("._")[:_MAX_DIR_NAME]
-    if name == root_id:
-        return name
-    # The id was rewritten: a digest keeps distinct ids in distinct directories.
-    digest = hashlib.sha256(root_id.encode("utf-8")).hexdigest()[:12]
-    return f"{name or 'trace'}-{digest}"
 
 
 def truncation_note(omitted: int) -> str:

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from tests.tools.conftest import RunTool
-from tools.workspace import resolve_in_workspace, truncate_output, workspace_for
-from traces.runner.tool_api import ToolError
+from tools.workspace import resolve_in_workspace, truncate_output
+from traces.runner.tool_api import ToolError, workspace_for
 
 
 def test_relative_path_resolves_to_real_path_inside_workspace(workspace: Path) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
+import traces.runner.compaction as compaction
 from traces import prompts
 from traces.guards.confirm import (
     GateDecision,
@@ -17,7 +18,6 @@ from traces.guards.confirm import (
 )
 from traces.guards.loop_detection import LoopVerdict
 from traces.models import Message, MessageKind, TraceStatus
-from traces.runner import compaction
 from traces.runner.history import new_message
 from traces.runner.state import RunState
 from traces.runner.tool_api import ToolContext, ToolResult

@@ -40,6 +40,7 @@ from django.conf import settings
 from traces.goal_tree import CLOSED
 from traces.llm import LLMError
 from traces.models import MessageKind
+from traces.runner.extensions import extensions
 
 if TYPE_CHECKING:
     from traces.models import Message
@@ -263,8 +264,6 @@ def reflect_before_compaction(store: Any, llm_call: Any) -> None:
     `before_compaction` extensions: memory's reflection side branch; best effort)."""
     if not settings.AGENT_COMPACTION_REFLECT:
         return
-    from traces.runner.extensions import extensions
-
     for hook in extensions.before_compaction:
         try:
             hook(store, llm_call)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import traces.runner.compaction as compaction
 from traces.goal_tree import GoalTree
 from traces.models import Message, MessageKind, Trace
-from traces.runner import compaction
 from traces.runner.extensions import ContextHook, extensions
 from traces.runner.history import new_message
 from traces.runner.state import RunState

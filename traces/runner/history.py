@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import traces.runner.compaction as compaction
 from traces import prompts
 from traces.llm import LLMResponse
 from traces.models import Message, MessageKind
-from traces.runner import compaction
 from traces.runner.compaction import PathInfo
 from traces.runner.extensions import extensions
 from traces.runner.state import RunState

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from traces.runner.config import RunConfig
+from traces.runner.config import InvalidRun, RunConfig
 
 # RunConfig fields that are a run's settings, with the value meaning "not set".
 UNSET: dict[str, Any] = {
@@ -101,8 +101,6 @@ def check_request(
     `sandbox_network` may be turned off by anyone, on (beyond `baseline_network`)
     only by an expert.
     """
-    from traces.runner.config import InvalidRun
-
     unknown = set(values) - set(FIELDS)
     if unknown:
         raise InvalidRun(f"unknown run setting(s): {', '.join(sorted(unknown))}")

@@ -8,6 +8,8 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
+import traces.runner.compaction as compaction
+import traces.runner.run_settings as run_settings
 from traces import prompts
 from traces.goal_tree import GoalTree
 from traces.guards.confirm import (
@@ -22,7 +24,6 @@ from traces.llm import (
     utility_model,
 )
 from traces.models import Approval, Message, MessageKind, Trace
-from traces.runner import compaction, run_settings
 from traces.runner.compaction import context_threshold, info_for
 from traces.runner.config import (
     InvalidRun,
@@ -39,6 +40,7 @@ from traces.runner.prepare import (
 )
 from traces.runner.state import RunState
 from traces.runner.store import RunStore, trace_claim
+from traces.runner.tool_api import workspace_for
 from traces.selectors import PathMessage, trace_main_path_for_run
 from traces.storable import without_nul
 
@@ -90,8 +92,6 @@ class RunSetup:
     def _new_run(
         self, trace: Trace, config: RunConfig, preset: Preset, tools: list[Tool], model: ModelSettings
     ) -> RunState:
-        from tools.workspace import workspace_for
-
         store = RunStore(trace)
         goal_tree = (
             GoalTree.load(trace, emit=store.emit) if trace.last_sequence else GoalTree(trace, [], store.emit)

@@ -4,9 +4,13 @@ runner imports nothing of the tools app (its registry comes through extensions).
 
 from __future__ import annotations
 
+import hashlib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
 
 from traces.models import Trace
 
@@ -77,3 +81,30 @@ class ToolContext:
         if run_token != self.trace.run_token:
             return "the run lost its lease to another worker"
         return None
+
+
+_UNSAFE_NAME_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
+_MAX_DIR_NAME = 80
+
+
+def workspace_for(trace_id: str) -> Path:
+    """The workspace directory of a trace, created if missing.
+
+    Sub-traces (`{root}@delegate-...`) share their root trace's workspace, so a
+    delegated agent sees the files its parent made.
+    """
+    root_id = trace_id.split("@", 1)[0]
+    if not root_id:
+        raise ValueError(f"trace id {trace_id!r} has no root part")
+    directory = Path(settings.AGENT_WORKSPACE_ROOT) / _safe_dir_name(root_id)
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory.resolve()
+
+
+def _safe_dir_name(root_id: str) -> str:
+    name = _UNSAFE_NAME_CHARS.sub("_", root_id).strip("._")[:_MAX_DIR_NAME]
+    if name == root_id:
+        return name
+    # The id was rewritten: a digest keeps distinct ids in distinct directories.
+    digest = hashlib.sha256(root_id.encode("utf-8")).hexdigest()[:12]
+    return f"{name or 'trace'}-{digest}"
