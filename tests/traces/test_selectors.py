@@ -3,17 +3,26 @@
 from __future__ import annotations
 
 import gc
+import threading
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from django.db import connection
-from django.db.models.signals import post_init
+from django.db import connection, models
+from django.db.models.signals import post_init, pre_init
 from django.test.utils import CaptureQueriesContext
 
 from traces.models import Message, Trace
-from traces.selectors import PathMessage, _gc_paused, trace_main_path, trace_main_path_for_run
+from traces.selectors import (
+    _MESSAGE_ATTNAMES,
+    PathMessage,
+    _decoder,
+    _decoders,
+    _gc_paused,
+    trace_main_path,
+    trace_main_path_for_run,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -129,6 +138,44 @@ def test_main_path_messages_equal_orm_loaded_ones_field_by_field(branched, djang
     assert by_sequence[3].created_at == datetime(2026, 3, 29, 1, 30, 6, 999999, tzinfo=UTC)
 
 
+def test_the_fixture_gives_every_message_field_a_value_so_each_is_compared(branched):
+    # A new Message field fails here until the fixture sets it: the comparisons
+    # above and below then check the bulk decoding of it against the ORM's.
+    path = list(Message.objects.filter(trace=branched, sequence__in=[1, 2, 3, 4, 7, 8, 10]))
+    for field in Message._meta.concrete_fields:
+        empty = [None, "", field.get_default()]
+        assert any(getattr(message, field.attname) not in empty for message in path), (
+            f"Message.{field.name}: give it a value on the main path of `branched`"
+        )
+
+
+def test_fast_built_messages_hold_what_model_init_gives_an_orm_loaded_one(branched):
+    # Model.__init__ / from_db growing an instance attribute (a Django upgrade)
+    # shows here: the fast path fills __dict__ itself.
+    for message in trace_main_path(trace_id=branched.trace_id):
+        loaded = Message.objects.get(pk=message.pk)
+        assert vars(message).keys() == vars(loaded).keys()
+        assert message._state.fields_cache == {}  # made on first use, as Model.__init__ uses it
+        assert vars(message._state) == vars(loaded._state)
+        for name in (f.attname for f in Message._meta.concrete_fields):
+            assert (getattr(message, name), type(getattr(message, name))) == (
+                getattr(loaded, name),
+                type(getattr(loaded, name)),
+            ), name
+        assert message == loaded and hash(message) == hash(loaded)
+        assert message.get_deferred_fields() == set() and message.trace_id == branched.trace_id
+
+
+def test_a_fast_built_message_refreshes_from_the_database(branched):
+    message = trace_main_path(trace_id=branched.trace_id)[2]
+    Message.objects.filter(pk=message.pk).update(content=["changed"], description="elsewhere")
+
+    message.refresh_from_db(fields=["content"])
+    assert message.content == ["changed"] and message.description == "reads a.txt"
+    message.refresh_from_db()
+    assert message.description == "elsewhere" and not message._state.adding
+
+
 def test_main_path_from_a_side_branch_and_from_nothing(branched):
     side = trace_main_path(trace_id=branched.trace_id, head_sequence=6)
     assert [m.sequence for m in side] == [1, 2, 3, 4, 5, 6]
@@ -150,6 +197,23 @@ def test_saving_a_main_path_message_updates_its_row(branched):
     assert Message.objects.filter(trace=branched).count() == 10
     assert Message.objects.get(pk=message.pk).description == "edited"
     assert message.trace == branched
+
+
+def test_main_path_goes_through_model_init_when_someone_listens_before_init(branched):
+    calls: list[tuple[Any, ...]] = []
+
+    def record(sender: type[Message], args: tuple[Any, ...], **kwargs: Any) -> None:
+        calls.append(args)
+
+    pre_init.connect(record, sender=Message)
+    try:
+        path = trace_main_path(trace_id=branched.trace_id)
+    finally:
+        pre_init.disconnect(record, sender=Message)
+
+    assert len(calls) == 7 and all(len(args) == len(_MESSAGE_ATTNAMES) for args in calls)
+    assert [m.sequence for m in path] == [1, 2, 3, 4, 7, 8, 10]
+    assert path[1].content == PICTURE and path[2].tool_calls == [CALL] and not path[1]._state.adding
 
 
 def test_main_path_goes_through_model_init_when_someone_listens(branched):
@@ -217,6 +281,69 @@ def test_main_path_reads_leave_the_garbage_collector_as_they_found_it(branched):
         assert not gc.isenabled()
         1 / 0  # noqa: B018
     assert gc.isenabled()
+
+
+def test_nested_pauses_resume_the_collector_only_when_the_outermost_ends():
+    assert gc.isenabled()
+    with _gc_paused():
+        with _gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+
+
+def test_overlapping_pauses_in_threads_resume_the_collector_when_the_last_ends():
+    first_in, first_may_leave, first_left = threading.Event(), threading.Event(), threading.Event()
+
+    def first() -> None:
+        with _gc_paused():
+            first_in.set()
+            first_may_leave.wait(5)
+        first_left.set()
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    assert first_in.wait(5)
+    with _gc_paused():
+        first_may_leave.set()
+        assert first_left.wait(5)
+        thread.join(5)
+        assert not gc.isenabled()  # the first thread left while this one still decodes
+    assert gc.isenabled()
+
+
+def test_many_threads_pausing_at_once_never_see_the_collector_on_and_leave_it_on():
+    seen_on: list[int] = []
+    start = threading.Barrier(8)
+
+    def pause_often() -> None:
+        start.wait(5)
+        for _ in range(300):
+            with _gc_paused():
+                if gc.isenabled():
+                    seen_on.append(1)
+
+    threads = [threading.Thread(target=pause_often) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+
+    assert seen_on == [] and gc.isenabled()
+
+
+def test_the_main_path_readers_decode_every_message_field_and_refuse_an_unknown_kind():
+    # Every field of today's Message has a decoder or needs none; a new kind fails loudly, named.
+    assert {index for index, _ in _decoders(_MESSAGE_ATTNAMES)} == {
+        _MESSAGE_ATTNAMES.index(name) for name in ("content", "tool_calls", "created_at")
+    }
+    assert len(_decoders(PathMessage._fields)) == 3
+    flagged = models.BooleanField(default=False)  # 0/1 on SQLite: the ORM converts it, the readers would not
+    flagged.set_attributes_from_name("flagged")
+    with pytest.raises(
+        TypeError, match=r"^Message\.flagged: the main-path readers cannot decode a BooleanField"
+    ):
+        _decoder(flagged)
 
 
 def test_main_path_after_a_sequence_is_the_tail_of_the_path(branched, django_assert_num_queries):
