@@ -16,6 +16,8 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
+from agentsite.env import env_bool, env_float, env_int, env_list, env_str
+
 # litellm fetches its price map from the internet at import unless told otherwise.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 # litellm copies every request's messages after each call to shorten base64 images
@@ -24,55 +26,6 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("MAX_BASE64_LENGTH_FOR_LOGGING", "0")
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-
-
-def env_str(name: str, default: str = "") -> str:
-    return os.environ.get(name, default).strip()
-
-
-def env_bool(name: str, default: bool) -> bool:
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    value = raw.strip().lower()
-    if value in {"1", "true", "yes", "on"}:
-        return True
-    if value in {"0", "false", "no", "off"}:
-        return False
-    raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean (use true/false)")
-
-
-def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError as exc:
-        raise ImproperlyConfigured(f"{name}={raw!r} is not an integer") from exc
-    if minimum is not None and value < minimum:
-        raise ImproperlyConfigured(f"{name}={value} must be >= {minimum}")
-    return value
-
-
-def env_float(name: str, default: float, *, minimum: float | None = None) -> float:
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError as exc:
-        raise ImproperlyConfigured(f"{name}={raw!r} is not a number") from exc
-    if minimum is not None and value < minimum:
-        raise ImproperlyConfigured(f"{name}={value} must be >= {minimum}")
-    return value
-
-
-def env_list(name: str, default: list[str]) -> list[str]:
-    raw = os.environ.get(name)
-    if raw is None:
-        return default
-    return [part.strip() for part in raw.split(",") if part.strip()]
 
 
 DEBUG = env_bool("DJANGO_DEBUG", False)
