@@ -17,11 +17,11 @@ from traces.runner.extensions import Defer, RunExtensions
 
 def register(extensions: RunExtensions) -> None:
     extensions.preset = get_preset
-    extensions.system_prompt.append(system_prompt_for)
-    extensions.first_messages.append(with_experiences)
-    extensions.on_reply.append(_count_citations)
-    extensions.on_end.append(_count_outcome)
-    extensions.before_compaction.append(_reflect_before_compaction)
+    extensions.add("system_prompt", system_prompt_for)
+    extensions.add("first_messages", with_experiences)
+    extensions.add("on_reply", _count_citations)
+    extensions.add("on_end", _count_outcome)
+    extensions.add("before_compaction", _reflect_before_compaction)
 
 
 def _count_citations(trace: Trace, text: str | None, defer: Defer) -> None:

@@ -35,6 +35,6 @@ class TracesConfig(AppConfig):
         from traces.notifications import notify_run_ended
         from traces.runner.extensions import extensions
 
-        extensions.context_hooks.append(inbox_context_hook)
-        extensions.healers.append(healed_result)
-        extensions.after_end.append(notify_run_ended)
+        extensions.add("context_hooks", inbox_context_hook)
+        extensions.add("healers", healed_result)
+        extensions.add("after_end", notify_run_ended)

@@ -183,3 +183,16 @@ def test_hooks_named_in_settings_are_registered(llm, workspace_root, settings):
     CALLED.clear()
     AgentRunner().run_result(user("hi"), RunConfig())
     assert CALLED == ["end:completed"]
+
+
+def test_run_extensions_register_once_when_an_apps_ready_runs_again():
+    from django.apps import apps
+    from django.test.utils import isolate_apps
+
+    from traces.runner.extensions import extensions
+
+    before = {point: list(getattr(extensions, point)) for point in ("context_hooks", "healers", "after_end")}
+    with isolate_apps("traces"):  # a second registry calls TracesConfig.ready() again
+        pass
+    apps.get_app_config("traces").ready()
+    assert {point: list(getattr(extensions, point)) for point in before} == before

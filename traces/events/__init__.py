@@ -25,8 +25,9 @@ _listeners: list[Listener] = []
 
 
 def subscribe(listener: Listener) -> Callable[[], None]:
-    """Register a listener; returns a function that removes it."""
-    _listeners.append(listener)
+    """Register a listener (once); returns a function that removes it."""
+    if listener not in _listeners:
+        _listeners.append(listener)
     return lambda: _listeners.remove(listener) if listener in _listeners else None
 
 

@@ -91,6 +91,13 @@ class RunExtensions:
     # Before a level-2 compaction summarises (C2: a reflection side branch).
     before_compaction: list[Callable[[RunStore, Any], None]] = field(default_factory=list)
 
+    def add(self, point: str, hook: Callable[..., Any]) -> None:
+        """Register `hook` at the list point `point`, once: an app's ready() may run
+        again (django.test.utils.isolate_apps builds a second registry)."""
+        hooks: list[Callable[..., Any]] = getattr(self, point)
+        if hook not in hooks:
+            hooks.append(hook)
+
     def require_tools(self) -> ToolSet:
         if self.tool_registry is None:
             raise RuntimeError("no tool registry registered (is the tools app installed?)")
