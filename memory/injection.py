@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from memory.presets import Preset
 from memory.retrieval import format_experiences, retrieve_for_task
 from memory.services import MEMORY_CONTEXT
 from memory.skills import UnknownSkill, skills_for_prompt, skills_prompt
 from traces.models import Trace
 from traces.runner.config import InvalidRun, RunConfig
+from traces.runner.extensions import Preset
 
 
 def system_prompt_for(config: RunConfig, preset: Preset, base: str, offered: set[str]) -> str:

@@ -18,6 +18,7 @@ from traces.guards.confirm import (
 )
 from traces.guards.loop_detection import LoopVerdict
 from traces.models import Message, MessageKind, TraceStatus
+from traces.runner.base import RunnerBase
 from traces.runner.history import new_message
 from traces.runner.state import RunState
 from traces.runner.tool_api import ToolContext, ToolResult
@@ -27,7 +28,7 @@ from traces.runner.tool_call import ToolCall
 QUICK_INLINE_TOOLS = {"goal"}
 
 
-class ToolCalls:
+class ToolCalls(RunnerBase):
     """AgentRunner's tool-call steps (a mixin; `self` is the AgentRunner)."""
 
     def _quick(self, run: RunState, call: dict[str, Any]) -> bool:
@@ -163,24 +164,26 @@ class ToolCalls:
         if self.hooks.has("after_tool_call"):
             result = self.hooks.after_tool_call(run.trace, call, result)
         duration_ms = int((time.perf_counter() - started) * 1000)
-        verdict = run.loop_detector.observe(name, arguments, result.to_content())
+        content = result.to_content()
+        verdict = run.loop_detector.observe(name, arguments, content)
         if verdict is not None and (run.loop_verdict is None or verdict.level == "critical"):
             run.loop_verdict = verdict
-        once = bool(result.include_output_only_once and result.long_term_memory)
+        # a shown-once result keeps its long-term memory for later requests (C3)
+        memory = result.long_term_memory if result.include_output_only_once else None
+        once = bool(memory)
         message = new_message(
             run,
             role="tool",
-            content=result.to_content(),
+            content=content,
             tool_call_id=call.get("id"),
             name=name or None,
             goal_id=run.trace.current_goal_id or ctx.goal_id,
             duration_ms=duration_ms,
             kind=MessageKind.TOOL_ERROR if result.is_error else ("once" if once else ""),
-            # a shown-once result keeps its long-term memory here for later requests (C3)
-            description=(result.long_term_memory if once else (result.title or name))[:2000],
+            description=(memory or result.title or name)[:2000],
         )
-        if len(message.content) > settings.AGENT_TOOL_SPILL_CHARS:
-            message.content = compaction.spill(run.workspace, message.message_id, message.content)
+        if len(content) > settings.AGENT_TOOL_SPILL_CHARS:
+            message.content = compaction.spill(run.workspace, message.message_id, content)
         run.store.emit(
             "tool_result",
             {

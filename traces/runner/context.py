@@ -8,6 +8,7 @@ from typing import Any
 import traces.runner.compaction as compaction
 from traces.goal_tree import GoalTree
 from traces.models import Message, MessageKind, Trace
+from traces.runner.base import RunnerBase
 from traces.runner.extensions import ContextHook, extensions
 from traces.runner.history import new_message
 from traces.runner.state import RunState
@@ -15,7 +16,7 @@ from traces.runner.state import RunState
 logger = logging.getLogger(__name__)
 
 
-class ContextManagement:
+class ContextManagement(RunnerBase):
     """AgentRunner's context steps (a mixin; `self` is the AgentRunner)."""
 
     def _inject_context(self, run: RunState) -> Message | None:

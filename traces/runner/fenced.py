@@ -64,7 +64,7 @@ def fenced_write(
     trace_id: str,
     token: int,
     trace_values: dict[str, Any],
-    inserts: Sequence[tuple[type[Model], list[Model]]],
+    inserts: Sequence[tuple[type[Model], Sequence[Model]]],
     updates: Sequence[Update] = (),
 ) -> bool | None:
     """Write everything if the trace still carries `token`; return its stop flag.
@@ -113,7 +113,7 @@ def _write_in_transaction(
     trace_id: str,
     token: int,
     trace_values: dict[str, Any],
-    inserts: Sequence[tuple[type[Model], list[Model]]],
+    inserts: Sequence[tuple[type[Model], Sequence[Model]]],
     updates: Sequence[Update],
 ) -> bool | None:
     """SQLite: the same writes in one transaction, fence first (no data-modifying CTEs
@@ -180,13 +180,20 @@ def _statement(
             f"SELECT {names} FROM jsonb_to_recordset(%s::jsonb) AS r({record}) "
             "WHERE EXISTS (SELECT 1 FROM t))"
         )
-    for index, (model, key, names) in enumerate(update_shapes):
-        parts.append(f"u{index} AS ({_update_sql(model, key, names)} AND EXISTS (SELECT 1 FROM t))")
+    for index, (model, key, changed) in enumerate(update_shapes):
+        parts.append(f"u{index} AS ({_update_sql(model, key, changed)} AND EXISTS (SELECT 1 FROM t))")
     return f"WITH {', '.join(parts)} SELECT {_column(Trace, 'stop_requested')} FROM t"
 
 
 def _column(model: type[Model], name: str) -> str:
-    return connection.ops.quote_name(model._meta.get_field(name).column)
+    return connection.ops.quote_name(_field(model, name).column)
+
+
+def _field(model: type[Model], name: str) -> Field:
+    field = model._meta.get_field(name)
+    if not isinstance(field, Field):  # a reverse relation or a generic foreign key
+        raise TypeError(f"{model.__name__}.{name} is not a column")
+    return field
 
 
 @lru_cache(maxsize=32)
@@ -197,7 +204,7 @@ def _insert_fields(model: type[Model]) -> tuple[Field, ...]:
     )
 
 
-def _records(model: type[Model], rows: list[Model]) -> str:
+def _records(model: type[Model], rows: Sequence[Model]) -> str:
     """The rows as one JSON array of objects keyed by column, for jsonb_to_recordset.
 
     One json.dumps in C instead of an array per column dumped in Python; JSON
@@ -221,6 +228,7 @@ def _record_shape(model: type[Model]) -> tuple[tuple[str, str, Callable[[Any], A
     shape = []
     for field in _insert_fields(model):
         kind = field.get_internal_type()
+        convert: Callable[[Any], Any]
         if kind == "DateTimeField":
             convert = _iso
         elif kind == "FloatField":
@@ -261,4 +269,4 @@ def _iso(value: datetime | None) -> str | None:
 
 
 def _prep(model: type[Model], name: str, value: Any) -> Any:
-    return model._meta.get_field(name).get_db_prep_save(value, connection)
+    return _field(model, name).get_db_prep_save(value, connection)

@@ -45,6 +45,13 @@ from traces.runner.store import trace_request_stop, worker_identity
 
 logger = logging.getLogger(__name__)
 
+# The event a run's end emits by its status; any other status ends with "error".
+END_EVENTS: dict[str, str] = {
+    TraceStatus.COMPLETED: "final",
+    TraceStatus.STOPPED: "stopped",
+    TraceStatus.WAITING: "waiting",
+}
+
 
 class AgentRunner(RunSetup, ModelCalls, ContextManagement, ToolCalls):
     """Runs agents. Infrastructure is fixed at construction; each run gets a RunConfig."""
@@ -246,18 +253,14 @@ class AgentRunner(RunSetup, ModelCalls, ContextManagement, ToolCalls):
         if result is not None:
             trace.result_summary = result
         trace.error_message = error
-        for hook in extensions.on_end:  # M5: outcomes, counted with the final commit
-            hook(trace, status, run.store.defer)
+        for count_outcome in extensions.on_end:  # M5: outcomes, counted with the final commit
+            count_outcome(trace, status, run.store.defer)
         if status == TraceStatus.WAITING:
             trace.completed_at = None
         elif RUN_APPROVED in (trace.context or {}):
             # "approve the rest of this run" ends with the run
             trace.context = {k: v for k, v in trace.context.items() if k != RUN_APPROVED}
-        event = {
-            TraceStatus.COMPLETED: "final",
-            TraceStatus.STOPPED: "stopped",
-            TraceStatus.WAITING: "waiting",
-        }.get(status, "error")
+        event = END_EVENTS.get(status, "error")
         run.store.emit(
             event,
             {
@@ -271,8 +274,8 @@ class AgentRunner(RunSetup, ModelCalls, ContextManagement, ToolCalls):
             },
         )
         run.store.commit(final=True)
-        for hook in extensions.after_end:  # notifications
-            hook(trace, status)
+        for notify in extensions.after_end:  # notifications
+            notify(trace, status)
         run.store.release()
         if self.hooks.has("on_agent_end"):
             self.hooks.on_agent_end(trace)

@@ -11,12 +11,13 @@ from django.conf import settings
 from traces.guards.normalize import ModelTimeout, TokenWatch, normalize_response
 from traces.llm import LLMResponse
 from traces.models import Message
+from traces.runner.base import RunnerBase
 from traces.runner.extensions import extensions
 from traces.runner.history import describe_assistant, new_message
 from traces.runner.state import RunState
 
 
-class ModelCalls:
+class ModelCalls(RunnerBase):
     """AgentRunner's model-call steps (a mixin; `self` is the AgentRunner)."""
 
     def _call_model(self, run: RunState, messages: list[dict[str, Any]]) -> LLMResponse | None:

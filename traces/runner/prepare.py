@@ -97,9 +97,10 @@ def safe_cut(path: list[PathMessage], index: int) -> int:
     anchor = index
     while anchor >= 0 and path[anchor].role == "tool":
         anchor -= 1
-    if anchor < 0 or path[anchor].role != "assistant" or not path[anchor].tool_calls:
+    calls = path[anchor].tool_calls if anchor >= 0 and path[anchor].role == "assistant" else None
+    if not calls:
         return index
-    ids = {c.get("id") for c in path[anchor].tool_calls}
+    ids = {c.get("id") for c in calls}
     end = max(index, anchor)
     while end + 1 < len(path) and path[end + 1].role == "tool" and path[end + 1].tool_call_id in ids:
         end += 1
@@ -111,10 +112,11 @@ def open_tool_calls(path: list[PathMessage]) -> list[dict[str, Any]]:
     index = len(path) - 1
     while index >= 0 and path[index].role == "tool":
         index -= 1
-    if index < 0 or path[index].role != "assistant" or not path[index].tool_calls:
+    calls = path[index].tool_calls if index >= 0 and path[index].role == "assistant" else None
+    if not calls:
         return []
     answered = {m.tool_call_id for m in path[index + 1 :]}
-    return [c for c in path[index].tool_calls if c.get("id") not in answered]
+    return [c for c in calls if c.get("id") not in answered]
 
 
 def plan_existing(

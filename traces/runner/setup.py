@@ -24,6 +24,7 @@ from traces.llm import (
     utility_model,
 )
 from traces.models import Approval, Message, MessageKind, Trace
+from traces.runner.base import RunnerBase
 from traces.runner.compaction import context_threshold, info_for
 from traces.runner.config import (
     InvalidRun,
@@ -47,7 +48,7 @@ from traces.storable import without_nul
 logger = logging.getLogger(__name__)
 
 
-class RunSetup:
+class RunSetup(RunnerBase):
     """AgentRunner's preparation steps (a mixin; `self` is the AgentRunner)."""
 
     def _prepare(self, messages: list[dict[str, Any]], config: RunConfig) -> RunState:
@@ -153,8 +154,8 @@ class RunSetup:
         model = self._model(config.model)
         base = config.system_prompt or prompts.SYSTEM_PROMPT
         system = base
-        for extend in extensions.system_prompt:  # M6: skills
-            system = extend(config, preset, system, {t.name for t in tools})
+        for with_skills in extensions.system_prompt:  # M6: skills
+            system = with_skills(config, preset, system, {t.name for t in tools})
         trace = new_trace(messages, config, model=model.model, owner=self.worker_id)
         trace.tools = [t.schema() for t in tools]
         if config.reserved_token is not None:

@@ -305,10 +305,9 @@ def message_payload(message: Message) -> dict[str, Any]:
     50 KB tool output is not stored twice; the full text is one
     `GET /api/traces/{id}/messages` away.
     """
-    content = message.content
-    truncated = isinstance(content, str) and len(content) > EVENT_CONTENT_LIMIT
-    if truncated:
-        content = content[:EVENT_CONTENT_LIMIT]
+    content, truncated = message.content, False
+    if isinstance(content, str) and len(content) > EVENT_CONTENT_LIMIT:
+        content, truncated = content[:EVENT_CONTENT_LIMIT], True
     return {
         "message_id": message.message_id,
         "sequence": message.sequence,

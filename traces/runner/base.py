@@ -1,0 +1,47 @@
+"""What AgentRunner's phase mixins share (traces/runner/loop.py assembles them)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from traces.guards.hooks import LifecycleHooks
+    from traces.llm import LLMResponse
+    from traces.models import Message
+    from traces.runner.extensions import ContextHook, ToolSet
+    from traces.runner.state import RunState
+
+
+class RunnerBase:
+    """The base of every phase mixin (RunSetup, ModelCalls, ContextManagement, ToolCalls):
+    declares the infrastructure `AgentRunner.__init__` sets and the steps one phase calls
+    in another, so each mixin reads as what `self` is: the AgentRunner. Declarations
+    only; nothing here exists at run time."""
+
+    llm_call: Callable[..., LLMResponse]
+    utility_llm_call: Callable[..., LLMResponse]
+    tool_registry: ToolSet
+    context_hooks: list[ContextHook]
+    hooks: LifecycleHooks
+    worker_id: str
+    _pool: ThreadPoolExecutor
+
+    if TYPE_CHECKING:
+
+        def _add_message(self, run: RunState, message: Message) -> Message: ...  # loop.py
+
+        def _stopping(self, run: RunState, *, poll_now: bool = False) -> bool: ...  # loop.py
+
+        def _finish(  # loop.py
+            self,
+            run: RunState,
+            status: str,
+            *,
+            result: str | None = None,
+            error: str | None = None,
+            reason: str | None = None,
+        ) -> None: ...
+
+        def _quick(self, run: RunState, call: dict[str, Any]) -> bool: ...  # calls.py
