@@ -291,6 +291,8 @@ def tool(
             confirm=confirm,
         )
         (registry or default_registry).register(built)
+        # the function keeps its Tool for code that holds only the function; a plain
+        # function type has no such attribute
         f.tool = built  # type: ignore[attr-defined]
         return f
 
