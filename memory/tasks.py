@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from memory.reflect import reflect_on_trace
 from traces.runner import LeaseLost, RunConflict, RunError
 
 logger = logging.getLogger(__name__)
@@ -17,7 +18,6 @@ def reflect_trace(
 
     A duplicate delivery finds the reservation gone (RunConflict) and does nothing.
     """
-    from memory.reflect import reflect_on_trace
 
     try:
         result = reflect_on_trace(

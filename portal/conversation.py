@@ -6,6 +6,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from portal.templatetags.portal import gist
 from traces.models import Message
 
 MARKED_KINDS = {"context", "healed", "summary", "loop_warning", "reflect", "tool_error"}
@@ -69,7 +70,6 @@ class TreeRow:
 
 def message_tree(messages: list[Message], path_sequences: set[int], head: int) -> list[TreeRow]:
     """Every message in tree order; depth grows only where the tree forks, so linear runs stay flat."""
-    from portal.templatetags.portal import gist
 
     children: dict[int | None, list[Message]] = defaultdict(list)
     known = {m.sequence for m in messages}

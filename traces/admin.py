@@ -10,9 +10,11 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
+from traces.collaboration.humans import HUMAN, human_answer
 from traces.models import Approval, Goal, InboxMessage, Message, Trace, TraceEvent
 from traces.runner import RunError
-from traces.services.runs import trace_reflect, trace_request_stop
+from traces.services.approvals import approval_decide
+from traces.services.runs import trace_continue, trace_reflect, trace_request_stop
 
 
 class GoalInline(admin.TabularInline):
@@ -85,7 +87,6 @@ class TraceAdmin(admin.ModelAdmin):
     @admin.action(description="Answer the selected ask_human questions (S3)")
     def answer_questions(self, request: HttpRequest, queryset: QuerySet[Trace]) -> HttpResponse | None:
         """An intermediate page with one answer box per waiting question; the askers resume."""
-        from traces.collaboration.humans import HUMAN, human_answer
 
         questions = list(queryset.filter(agent_type=HUMAN, status="waiting"))
         if not questions:
@@ -148,8 +149,6 @@ class MessageAdmin(admin.ModelAdmin):
         return queryset.get()
 
     def _continue(self, request: HttpRequest, message: Message, new: list[dict[str, Any]]) -> None:
-        from traces.services.runs import trace_continue
-
         try:
             trace_continue(
                 user=request.user, trace_id=message.trace_id, messages=new, after_sequence=message.sequence
@@ -254,8 +253,6 @@ class ApprovalAdmin(admin.ModelAdmin):
     def _decide(
         self, request: HttpRequest, queryset: QuerySet[Approval], decision: str, scope: str = "call"
     ) -> None:
-        from traces.services.approvals import approval_decide
-
         done = 0
         for approval in queryset.filter(status="pending"):
             try:

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from traces.models import Trace, TraceStatus
 from traces.runner import AgentRunner, LeaseLost, RunConfig, RunConflict, RunError
+from traces.services.sweep import runs_sweep_stale
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +61,6 @@ SWEEP_SCHEDULE_NAME = "traces: sweep stale runs"
 
 def sweep_stale_runs() -> dict[str, list[str]]:
     """Scheduled (every minute) and at every worker start: resume runs whose worker died (W5)."""
-    from traces.services.sweep import runs_sweep_stale
 
     return runs_sweep_stale().as_dict()
 

@@ -22,6 +22,7 @@ from memory.experiences_md import ExperiencesFileError
 from memory.models import Experience
 from memory.selectors import experience_list, experiences_visible_to
 from memory.skills import UnknownSkill, get_skill, load_skills
+from traces.api.errors import RequestTooLarge
 from traces.api.parsers import BoundedJSONParser
 from traces.api.serializers import ControlResponseSerializer, ErrorSerializer
 from traces.services import runs as trace_services
@@ -38,8 +39,6 @@ class BoundedMarkdownParser(BaseParser):
 
     def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
         from django.conf import settings
-
-        from traces.api.errors import RequestTooLarge
 
         body = stream.read(settings.AGENT_MAX_REQUEST_BYTES + 1) if stream is not None else b""
         if len(body) > settings.AGENT_MAX_REQUEST_BYTES:

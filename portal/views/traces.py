@@ -19,6 +19,7 @@ from django.views.decorators.http import require_GET, require_POST
 from memory.models import AgentPreset
 from portal.conversation import branch_tips, conversation, message_tree
 from portal.forms import AnswerForm, ContinueForm, NewRunForm, ReflectForm
+from portal.templatetags.portal import cost, duration, tokens
 from portal.views.common import back_to_trace, refuse, refused
 from traces.collaboration.humans import HUMAN, human_answer
 from traces.filters import ATTENTION, TOP_LEVEL, PortalTraceFilter
@@ -72,8 +73,6 @@ def trace_list(request: HttpRequest) -> HttpResponse:
 
 
 def _row(trace: Trace) -> dict[str, Any]:
-    from portal.templatetags.portal import cost, duration, tokens
-
     return {
         "trace_id": trace.trace_id,
         "status": trace.status,

@@ -24,9 +24,11 @@ from django.db.models import F
 from django.utils import timezone
 
 from traces import events as event_bus
+from traces.collaboration.subtraces import collaborator_upsert
 from traces.models import Approval, ApprovalStatus, Message, MessageKind, Trace, TraceStatus
 from traces.runner import InvalidRun, RunConflict, RunError, TraceNotFound
 from traces.selectors import traces_visible_to
+from traces.services.runs import trace_continue
 
 logger = logging.getLogger(__name__)
 
@@ -140,7 +142,6 @@ def human_answer(*, user: Any, trace_id: str, answer: Any) -> Trace:
 
 def _mark_collaborator_answered(child: Trace, who: str) -> Trace | None:
     """Caller holds a transaction. The waiting parent shows the human as completed at once."""
-    from traces.collaboration.subtraces import collaborator_upsert
 
     parent = Trace.objects.select_for_update().filter(pk=child.parent_trace_id).first()
     if parent is None or parent.status == TraceStatus.RUNNING:
@@ -153,8 +154,6 @@ def _mark_collaborator_answered(child: Trace, who: str) -> Trace | None:
 
 
 def _resume_parent(*, user: Any, parent: Trace) -> None:
-    from traces.services.runs import trace_continue
-
     parent.refresh_from_db()
     if parent.status != TraceStatus.WAITING:
         return

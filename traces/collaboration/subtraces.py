@@ -35,7 +35,9 @@ from django.utils import timezone
 from memory.presets import get_preset
 from traces.goal_tree import GoalTree
 from traces.models import Goal, Trace, TraceStatus
+from traces.runner import AgentRunner, RunConfig, RunError
 from traces.runner.config import STEP_LIMIT_PREFIX
+from traces.runner.store import trace_request_stop
 from traces.runner.tool_call import ToolCall
 
 logger = logging.getLogger(__name__)
@@ -231,7 +233,6 @@ def run_child(
     An existing child with nothing new to say (a resumed call) runs on only while
     it waits for a decision; one that ended meanwhile reports how it ended.
     """
-    from traces.runner import RunConfig, RunError
 
     if spec.existing and not spec.task and not spec.messages:
         child = Trace.objects.get(pk=spec.trace_id)
@@ -284,7 +285,6 @@ def run_children_concurrently(
     runner: Any, parent: Trace, goal_id: str | None, specs: list[ChildSpec], tool_call_id: str | None
 ) -> list[ChildOutcome]:
     """Explore: every child in its own thread, with its own runner and database connection."""
-    from traces.runner import AgentRunner
 
     def one(spec: ChildSpec) -> ChildOutcome:
         child_runner = AgentRunner(
@@ -312,7 +312,6 @@ def stop_cascade(parent_id: str, child_ids: list[str]) -> Iterator[None]:
     (its own connection) polls the parent's flag and flags the children, which
     stop at their next checkpoint; the parent stops when the tool returns.
     """
-    from traces.services.runs import trace_request_stop
 
     done = threading.Event()
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from traces.models import Message, MessageKind, Trace, TraceStatus
+from traces.models import Message, MessageKind, Trace, TraceEvent, TraceStatus
 from traces.runner.config import InvalidRun, RunConfig, RunConflict, TraceNotFound
 from traces.selectors import PathMessage, trace_main_path_for_run
 from traces.storable import without_nul
@@ -179,7 +179,6 @@ def path_through_summaries(trace: Trace, path: list[PathMessage], after: int) ->
     path to that head is the uncompressed history (summaries in it are expanded
     in turn, for nested compactions).
     """
-    from traces.models import TraceEvent
 
     pending, seen = [path], set()
     while pending:

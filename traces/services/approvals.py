@@ -21,6 +21,7 @@ from traces.guards.confirm import RUN_APPROVED
 from traces.models import Approval, ApprovalStatus, Trace, TraceStatus
 from traces.runner import InvalidRun, NotAllowed, RunConflict, TraceNotFound
 from traces.selectors import traces_visible_to
+from traces.services.runs import trace_continue
 
 DECISIONS = {"approve": ApprovalStatus.APPROVED, "deny": ApprovalStatus.DENIED}
 SCOPES = ("call", "run")
@@ -123,7 +124,6 @@ def _approve_for_run(approval: Approval) -> None:
 def _resume_when_decided(*, user: Any, trace: Trace) -> None:
     """Once nothing of `trace` is pending, resume it; a sub-agent through the run
     that waits on it (its parent's open agent call runs the child on)."""
-    from traces.services.runs import trace_continue
 
     trace.refresh_from_db()
     pending = Approval.objects.filter(trace=trace, status=ApprovalStatus.PENDING).exists()

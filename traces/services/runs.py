@@ -37,6 +37,7 @@ from traces import events as event_bus
 from traces.llm import ModelNotConfigured, agent_model
 from traces.models import Trace, TraceStatus
 from traces.runner import InvalidRun, RunConfig, RunConflict, TraceNotFound, run_settings
+from traces.runner.extensions import extensions
 from traces.runner.prepare import new_trace_id, plan_existing, text_of, validate_messages
 from traces.runner.store import trace_request_stop
 from traces.selectors import trace_main_path_for_run, traces_visible_to
@@ -302,12 +303,10 @@ def _check_settings(
 def _check_tools(names: list[str] | None) -> None:
     if names is None:
         return
-    from tools.registry import load_builtin_tools
-
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise InvalidRun("tools must be a list of tool names")
     try:
-        load_builtin_tools().check_requested(names)
+        extensions.require_tools().check_requested(names)
     except ValueError as exc:
         raise InvalidRun(str(exc)) from None
 

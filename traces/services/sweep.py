@@ -42,6 +42,7 @@ from traces.notifications import notify_run_ended
 from traces.runner import InvalidRun, RunConfig
 from traces.runner.prepare import plan_existing, text_of
 from traces.selectors import trace_main_path_for_run
+from traces.services.runs import _enqueue
 
 logger = logging.getLogger(__name__)
 
@@ -123,7 +124,6 @@ def trace_recover(*, trace_id: str, token: int, stale_before: datetime) -> str:
 
 def _reserve_resume(trace: Trace, config: RunConfig) -> bool:
     """Take the dead run's lease over as a reservation and queue a continue run."""
-    from traces.services.runs import _enqueue
 
     token = trace.run_token
     now = timezone.now()

@@ -10,9 +10,11 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from traces.models import Message, Trace, TraceStatus
+from memory.reflect import reflect_on_trace
+from traces.models import ApprovalStatus, Message, Trace, TraceStatus
 from traces.runner import AgentRunner, RunConfig, RunError, run_settings
 from traces.runner.tool_call import ToolCall
+from traces.services.approvals import approval_decide, approvals_for
 
 EXIT_CODES: dict[str, int] = {
     TraceStatus.COMPLETED: 0,
@@ -165,9 +167,6 @@ class Command(BaseCommand):
         """G5 at a terminal: approve / deny / edit each waiting call; False when one is left open."""
         from django.contrib.auth import get_user_model
 
-        from traces.models import ApprovalStatus
-        from traces.services.approvals import approval_decide, approvals_for
-
         user = get_user_model().objects.filter(username=approver, is_staff=True, is_active=True).first()
         if user is None:
             self.stderr.write(f"no active staff user {approver!r} to record the decisions (use --as USER)")
@@ -223,7 +222,6 @@ class Command(BaseCommand):
 
     def _reflect(self, trace_id: str, focus: str, *, exit_on_failure: bool = True) -> None:
         """M3: a side branch off the head extracts draft experiences; exit 1 when it fails."""
-        from memory.reflect import reflect_on_trace
 
         try:
             result = reflect_on_trace(trace_id=trace_id, focus=focus)
