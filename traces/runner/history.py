@@ -84,6 +84,6 @@ def sanitize_history(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     )
                 open_ids = {}
             for call in message.get("tool_calls") or ():
-                open_ids[call.get("id")] = ToolCall.of(call).name
+                open_ids[call.get("id")] = ToolCall.name_of(call)
         out.append(message)
     return out

@@ -31,6 +31,13 @@ class ToolCall:
             arguments=function.get("arguments"),
         )
 
+    @staticmethod
+    def name_of(call: Mapping[str, Any]) -> str:
+        """Just the tool's name, for loops over a whole history (no object built:
+        `of` for every call of a 10,000-message path cost ~60 ms a load)."""
+        function = call.get("function")
+        return str(function.get("name") or "") if isinstance(function, dict) else ""
+
     def with_arguments(self, call: Mapping[str, Any], arguments: str) -> dict[str, Any]:
         """The stored dict `call` with other arguments (an expert's edit)."""
         function = call.get("function")
