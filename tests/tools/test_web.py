@@ -27,7 +27,8 @@ from django.core.exceptions import ImproperlyConfigured
 
 import agentsite.settings as settings_module
 from tests.tools.conftest import RunTool
-from tools.builtin.webfetch import IPAddress, blocked_reason, fetch_page
+from tools.builtin.webfetch import fetch_page
+from tools.netguard import IPAddress, blocked_reason
 from tools.registry import load_builtin_tools
 from traces.runner.tool_api import ToolError
 

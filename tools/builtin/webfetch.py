@@ -12,9 +12,7 @@ environment.
 from __future__ import annotations
 
 import concurrent.futures
-import ipaddress
 import re
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -27,17 +25,13 @@ from bs4 import BeautifulSoup
 from django.conf import settings
 from markdownify import MarkdownConverter
 
+from tools.netguard import DEFAULT_PORTS, AddressCheck, IPAddress, blocked_reason, resolve_host
 from tools.registry import tool
 from tools.workspace import truncate_output
 from traces.runner.tool_api import ToolError, ToolResult
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-# Why an address may not be reached (None: it may); `blocked_reason` unless private targets are allowed.
-AddressCheck = Callable[[IPAddress], str | None]
-
 MAX_REDIRECTS = 5
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
-DEFAULT_PORTS = {"http": 80, "https": 443}
 USER_AGENT = "agentsite-webfetch/0.1"
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 TEXT_APPLICATION_TYPES = frozenset(
@@ -56,7 +50,6 @@ TEXT_APPLICATION_TYPES = frozenset(
 # Elements whose content is never readable text.
 DROPPED_ELEMENTS = ("script", "style", "noscript", "template", "head")
 _SNIFF_BYTES = 8192
-_NAT64_PREFIX = ipaddress.IPv6Network("64:ff9b::/96")
 
 T = TypeVar("T")
 
@@ -200,78 +193,6 @@ def parse_web_url(url: str) -> httpx.URL:
     if not parsed.host:
         raise ToolError(f"{url!r} has no host name.")
     return parsed
-
-
-def resolve_host(url: httpx.URL, check: AddressCheck | None) -> list[IPAddress]:
-    """The addresses `url`'s host resolves to, each passed by `check`, or a ToolError.
-
-    One refused address refuses the host: which of them a connection would use is
-    not ours to choose.
-    """
-    host = url.raw_host.decode("ascii")
-    try:
-        infos = socket.getaddrinfo(host, url.port or DEFAULT_PORTS[url.scheme], type=socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError) as exc:
-        raise ToolError(f"Cannot resolve the host of {url}: {exc}.") from None
-    addresses: list[IPAddress] = []
-    for info in infos:
-        address = ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
-        if address not in addresses:
-            addresses.append(address)
-    if not addresses:
-        raise ToolError(f"Cannot resolve the host of {url}: no address.")
-    if check is None:
-        return addresses
-    for address in addresses:
-        reason = check(address)
-        if reason:
-            raise ToolError(
-                f"Refused {url}: {host} resolves to {address}, {reason}. webfetch only reaches public "
-                "internet addresses (an operator can allow private ones with AGENT_WEBFETCH_ALLOW_PRIVATE)."
-            )
-    return addresses
-
-
-def blocked_reason(address: IPAddress) -> str | None:
-    """Why webfetch must not connect to `address`, or None for a public address.
-
-    IPv6 forms that carry an IPv4 address (mapped, compatible, 6to4, NAT64) are
-    judged by the IPv4 address they carry.
-    """
-    if isinstance(address, ipaddress.IPv6Address):
-        embedded = _embedded_ipv4(address)
-        if embedded is not None:
-            reason = blocked_reason(embedded)
-            return f"an IPv6 form of {embedded}, which is {reason}" if reason else None
-    if address.is_loopback:
-        return "a loopback address"
-    if address.is_unspecified:
-        return "the unspecified address"
-    if address.is_link_local:
-        return "a link-local address"
-    if address.is_multicast:
-        return "a multicast address"
-    if address.is_private:
-        return "a private network address"
-    if address.is_reserved:
-        return "a reserved address"
-    if not address.is_global:
-        return "not a public internet address"
-    return None
-
-
-def _embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
-    if address.ipv4_mapped is not None:
-        return address.ipv4_mapped
-    if address.sixtofour is not None:
-        return address.sixtofour
-    value = int(address)
-    if address in _NAT64_PREFIX:
-        return ipaddress.IPv4Address(value & 0xFFFFFFFF)
-    # IPv4-compatible ::a.b.c.d (deprecated); :: and ::1 are their own IPv6 addresses.
-    if value >> 32 == 0 and value > 1:
-        return ipaddress.IPv4Address(value)
-    return None
 
 
 def _send(
