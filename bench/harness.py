@@ -7,8 +7,11 @@ and the worker calls `setup_django()` (settings + migrate on a fresh database).
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -33,7 +36,7 @@ def database_env(kind: str, url: str | None = None) -> dict[str, str]:
     """Environment for a worker on `kind` ("sqlite" or "postgresql")."""
     scratch = tempfile.mkdtemp(prefix="bench-")
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "SQLITE_PATH")}
-    env["BENCH_SCRATCH"] = scratch  # the caller removes it: run_worker's `finally`
+    env["BENCH_SCRATCH"] = scratch  # _run_worker's `finally` removes it
     env["AGENT_WORKSPACE_ROOT"] = str(Path(scratch) / "workspaces")
     env["DJANGO_SETTINGS_MODULE"] = "agentsite.settings"
     env["LOG_LEVEL"] = "WARNING"
@@ -50,6 +53,36 @@ def database_env(kind: str, url: str | None = None) -> dict[str, str]:
     else:
         env["SQLITE_PATH"] = str(Path(scratch) / "bench.sqlite3")
     return env
+
+
+# A worker prints its result as one line: RESULT_MARK + JSON.
+RESULT_MARK = "BENCH_RESULT "
+
+
+def measure_in_worker(script: str, worker_args: list[str], kind: str, dbname: str) -> dict[str, Any]:
+    """Run `script --worker ARGS` in a fresh process on a fresh `kind` database (a
+    SQLite file, or a throwaway PostgreSQL named `dbname`); its result line, decoded."""
+    if kind != "sqlite":
+        sys.path.insert(0, str(ROOT / "scripts"))
+        from throwaway_pg import start
+
+        with start(dbname=dbname) as pg:
+            return _run_worker(script, worker_args, kind, pg.url)
+    return _run_worker(script, worker_args, kind, None)
+
+
+def _run_worker(script: str, worker_args: list[str], kind: str, url: str | None) -> dict[str, Any]:
+    env = database_env(kind, url)
+    command = [sys.executable, str(Path(script).resolve()), "--worker", *worker_args]
+    try:
+        done = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True)
+    finally:
+        shutil.rmtree(env["BENCH_SCRATCH"], ignore_errors=True)
+    for line in done.stdout.splitlines():
+        if line.startswith(RESULT_MARK):
+            result: dict[str, Any] = json.loads(line[len(RESULT_MARK) :])
+            return result
+    raise RuntimeError(f"{kind} worker failed (exit {done.returncode}):\n{done.stdout}\n{done.stderr}")
 
 
 def setup_django() -> None:

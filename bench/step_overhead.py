@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -32,9 +30,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.harness import RunTiming, branch_shape, database_env, median  # noqa: E402
+from bench.harness import RESULT_MARK, RunTiming, branch_shape, measure_in_worker, median  # noqa: E402
 
-RESULT_MARK = "BENCH_RESULT "
 OVERHEAD_TARGET_MS = 3.0
 FLAT_TARGET = 1.5
 MAIN_PATH_TARGET_MS = 50.0
@@ -182,35 +179,14 @@ def _server_version(connection: Any) -> str:
 # --- driver --------------------------------------------------------------------
 
 
-def run_worker(kind: str, args: argparse.Namespace, url: str | None = None) -> dict[str, Any]:
-    command = [
-        sys.executable,
-        str(Path(__file__).resolve()),
-        "--worker",
+def measure(kind: str, args: argparse.Namespace) -> dict[str, Any]:
+    worker_args = [
         f"--steps={args.steps}",
         f"--repeats={args.repeats}",
         f"--lengths={args.lengths}",
         f"--main-path-runs={args.main_path_runs}",
     ]
-    env = database_env(kind, url)
-    try:
-        done = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True)
-    finally:
-        shutil.rmtree(env["BENCH_SCRATCH"], ignore_errors=True)
-    for line in done.stdout.splitlines():
-        if line.startswith(RESULT_MARK):
-            return json.loads(line[len(RESULT_MARK) :])
-    raise RuntimeError(f"{kind} worker failed (exit {done.returncode}):\n{done.stdout}\n{done.stderr}")
-
-
-def measure(kind: str, args: argparse.Namespace) -> dict[str, Any]:
-    if kind == "sqlite":
-        return run_worker(kind, args)
-    sys.path.insert(0, str(ROOT / "scripts"))
-    from throwaway_pg import start
-
-    with start(dbname="bench_steps") as pg:
-        return run_worker(kind, args, pg.url)
+    return measure_in_worker(__file__, worker_args, kind, "bench_steps")
 
 
 def report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> None:

@@ -26,8 +26,6 @@ import argparse
 import contextlib
 import functools
 import json
-import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -38,9 +36,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.harness import database_env, median  # noqa: E402
+from bench.harness import RESULT_MARK, measure_in_worker, median  # noqa: E402
 
-RESULT_MARK = "BENCH_RESULT "
 LENGTH = 10_000
 
 
@@ -187,28 +184,10 @@ def _turns(funcs: dict[str, Callable[[], Any]], turns: int, calls: int) -> dict[
     return {name: {"median_ms": median(v), "min_ms": min(v)} for name, v in times.items()}
 
 
-def run_worker(kind: str, args: argparse.Namespace, url: str | None = None) -> dict[str, Any]:
-    command = [sys.executable, str(Path(__file__).resolve()), "--worker", f"--runs={args.runs}"]
-    command.append(f"--commits={args.commits}")
-    env = database_env(kind, url)
-    try:
-        done = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True)
-    finally:
-        shutil.rmtree(env["BENCH_SCRATCH"], ignore_errors=True)
-    for line in done.stdout.splitlines():
-        if line.startswith(RESULT_MARK):
-            return json.loads(line[len(RESULT_MARK) :])
-    raise RuntimeError(f"{kind} worker failed (exit {done.returncode}):\n{done.stdout}\n{done.stderr}")
-
-
 def measure(kind: str, args: argparse.Namespace) -> dict[str, Any]:
-    if kind == "sqlite":
-        return run_worker(kind, args)
-    sys.path.insert(0, str(ROOT / "scripts"))
-    from throwaway_pg import start
-
-    with start(dbname="bench_tricks") as pg:
-        return run_worker(kind, args, pg.url)
+    return measure_in_worker(
+        __file__, [f"--runs={args.runs}", f"--commits={args.commits}"], kind, "bench_tricks"
+    )
 
 
 def report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> None:
