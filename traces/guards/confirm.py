@@ -30,7 +30,8 @@ from typing import Any
 from django.conf import settings
 
 from traces.models import Approval, ApprovalStatus, Trace
-from traces.runner.extensions import Tool
+from traces.runner.extensions import Preset, Tool
+from traces.runner.run_settings import preset_policy
 from traces.runner.tool_api import ToolError
 from traces.runner.tool_call import ToolCall
 
@@ -47,11 +48,8 @@ class GateDecision:
     by_run_approval: int | None = None  # let through by an earlier "rest of the run" approval
 
 
-def confirm_policy(trace: Trace, run_policy: str | None, preset: Any) -> str:
-    preset_policy = getattr(preset, "confirm_policy", None) or (getattr(preset, "extra", None) or {}).get(
-        "confirm_policy"
-    )
-    policy = run_policy or preset_policy
+def confirm_policy(trace: Trace, run_policy: str | None, preset: Preset) -> str:
+    policy = run_policy or preset_policy(preset)
     if policy is None:
         auto_child = trace.parent_trace_id and settings.AGENT_SUBAGENT_AUTO_APPROVE
         policy = "auto" if auto_child else settings.AGENT_CONFIRM_POLICY

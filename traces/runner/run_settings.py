@@ -14,7 +14,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from django.conf import settings
+
 from traces.runner.config import InvalidRun, RunConfig
+from traces.runner.extensions import Preset
 
 # RunConfig fields that are a run's settings, with the value meaning "not set".
 UNSET: dict[str, Any] = {
@@ -31,6 +34,17 @@ UNSET: dict[str, Any] = {
     "sandbox_network": None,
 }
 FIELDS = tuple(UNSET)
+
+
+def preset_policy(preset: Preset) -> str | None:
+    """The confirm policy a preset sets (`extra.confirm_policy`), if any."""
+    return (preset.extra or {}).get("confirm_policy")
+
+
+def default_network(preset: Preset) -> bool:
+    """Whether a run's sandboxed tools get the network when it asks nothing: the
+    preset's `extra.sandbox_network`, else AGENT_SANDBOX_NETWORK."""
+    return bool((preset.extra or {}).get("sandbox_network", settings.AGENT_SANDBOX_NETWORK))
 
 
 def requested(config: RunConfig) -> dict[str, Any]:

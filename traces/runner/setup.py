@@ -122,7 +122,7 @@ class RunSetup(RunnerBase):
             "sandbox_network": (
                 config.sandbox_network
                 if config.sandbox_network is not None
-                else bool((preset.extra or {}).get("sandbox_network", settings.AGENT_SANDBOX_NETWORK))
+                else run_settings.default_network(preset)
             ),
         }
         changed = run_settings.changes(trace.run_settings, effective)

@@ -77,7 +77,7 @@ def trace_start(
         user,
         {**(settings or {}), **({"tools": tools} if tools is not None else {})},
         _baseline_policy(found),
-        _baseline_network(found),
+        run_settings.default_network(found),
     )
     model_name = _check_model(model)
     if context is not None and not isinstance(context, dict):
@@ -144,7 +144,7 @@ def trace_continue(
     baseline = (trace.run_settings or {}).get("confirm_policy") or _baseline_policy(found)
     network = (trace.run_settings or {}).get("sandbox_network")
     requested = _check_settings(
-        user, settings or {}, baseline, _baseline_network(found) if network is None else network
+        user, settings or {}, baseline, run_settings.default_network(found) if network is None else network
     )
     if "system_prompt" in requested:
         raise InvalidRun("system_prompt: only a new run takes one (the prompt is the trace's first message)")
@@ -279,12 +279,7 @@ def _check_preset(name: str) -> Preset:
 
 def _baseline_policy(preset: Preset) -> str:
     """The confirm policy a run gets when it names none: the preset's, else the deployment's."""
-    return (preset.extra or {}).get("confirm_policy") or django_settings.AGENT_CONFIRM_POLICY
-
-
-def _baseline_network(preset: Preset) -> bool:
-    """Whether a run's sandboxed tools get the network when it asks nothing: the preset's, else the deployment's."""
-    return bool((preset.extra or {}).get("sandbox_network", django_settings.AGENT_SANDBOX_NETWORK))
+    return run_settings.preset_policy(preset) or django_settings.AGENT_CONFIRM_POLICY
 
 
 def _check_settings(
