@@ -30,6 +30,7 @@ from traces.runner.config import STEP_LIMIT_PREFIX
 from traces.selectors import trace_events, trace_main_path, trace_messages, traces_visible_to
 from traces.services.approvals import approvals_for, may_decide
 from traces.services.runs import trace_continue, trace_reflect, trace_start, trace_stop
+from traces.waiting import traces_waiting_for
 
 PAGE_SIZE = 25
 LIVE_STATUSES = (TraceStatus.RUNNING, TraceStatus.WAITING)
@@ -52,6 +53,10 @@ def trace_list(request: HttpRequest) -> HttpResponse:
     filters["parent"] = TOP_LEVEL if scope == "top" else ""
     listed = PortalTraceFilter(filters, queryset=visible.select_related("owner").order_by("-updated_at"))
     page = Paginator(listed.qs, PAGE_SIZE).get_page(request.GET.get("page"))
+    page.object_list = listed_traces = list(page.object_list)
+    waits = traces_waiting_for(listed_traces)
+    for trace in listed_traces:
+        trace.waiting_for = waits.get(trace.trace_id, "")
     query = request.GET.copy()
     query.pop("page", None)
     needing = PortalTraceFilter({"status": ATTENTION, "parent": filters["parent"]}, queryset=visible)
@@ -72,10 +77,11 @@ def trace_list(request: HttpRequest) -> HttpResponse:
     )
 
 
-def _row(trace: Trace) -> dict[str, Any]:
+def _row(trace: Trace, waiting_for: str) -> dict[str, Any]:
     return {
         "trace_id": trace.trace_id,
         "status": trace.status,
+        "waiting_for": waiting_for,
         "tokens": tokens(trace.total_tokens),
         "cost": cost(trace.total_cost),
         "duration": duration(trace.total_duration_ms),
@@ -90,8 +96,9 @@ def _row(trace: Trace) -> dict[str, Any]:
 def traces_live(request: HttpRequest) -> JsonResponse:
     """The changing columns of the listed traces, for the list page's live refresh."""
     ids = [i for i in request.GET.get("ids", "").split(",") if i][:100]
-    traces = traces_visible_to(request.user).filter(pk__in=ids)
-    return JsonResponse({"traces": [_row(t) for t in traces]})
+    traces = list(traces_visible_to(request.user).filter(pk__in=ids))
+    waits = traces_waiting_for(traces)
+    return JsonResponse({"traces": [_row(t, waits.get(t.trace_id, "")) for t in traces]})
 
 
 @login_required

@@ -23,6 +23,9 @@
     ["tokens", "cost", "duration"].forEach(function (col) {
       row.querySelector("[data-col=" + col + "]").textContent = trace[col];
     });
+    var waiting = row.querySelector("[data-col=waiting_for]");
+    waiting.textContent = trace.waiting_for;
+    waiting.hidden = !trace.waiting_for;
     row.querySelector("[data-col=updated]").textContent = "just now";
     row.classList.toggle("attention", trace.needs_attention || trace.status === "waiting");
   }
