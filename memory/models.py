@@ -38,6 +38,19 @@ def normalize_tag(tag: Any) -> str:
     return "_".join(re.findall(r"\w+", str(tag).lower()))
 
 
+# A condition is the clause after "When" (the portal shows "When <condition>", an
+# agent reads "When <condition>: <rule>"), so a leading "when", "whenever" or "if"
+# that a model or a person wrote is the prefix said twice.
+_CONDITION_LEAD = re.compile(r"^(?:when(?:ever)?|if)\b[\s,:]*", re.IGNORECASE)
+
+
+def normalize_condition(text: str | None) -> str:
+    """`"When the file is large."` -> `"the file is large."`; a bare "when" stays."""
+    text = (text or "").strip()
+    clause = _CONDITION_LEAD.sub("", text, count=1)
+    return clause if clause else text
+
+
 def normalize_tags(tags: Any) -> dict[str, list[str]]:
     """`{"state": [...], "intent": [...]}` with normalised, de-duplicated tags (order kept)."""
     tags = tags if isinstance(tags, dict) else {}
@@ -137,7 +150,7 @@ class Experience(models.Model):
         """Normalise tags and text, and refresh the denormalised retrieval columns."""
         self.tags = normalize_tags(self.tags)
         self.rule = (self.rule or "").strip("\n")
-        self.condition = (self.condition or "").strip()
+        self.condition = normalize_condition(self.condition)
         self.intent_index = "".join(f" {t} " for t in self.tags["intent"])
         self.state_index = "".join(f" {t} " for t in self.tags["state"])
         words = [*self.tags["intent"], *self.tags["state"]]
@@ -156,9 +169,14 @@ class Experience(models.Model):
     def evidence_sequences(self) -> list[int]:
         return [m["sequence"] for m in (self.evidence or {}).get("messages") or [] if "sequence" in m]
 
+    @property
+    def condition_clause(self) -> str:
+        """The condition as shown after "When", also for rows saved before it was normalised."""
+        return normalize_condition(self.condition)
+
     def prompt_line(self) -> str:
         """How the experience is shown to an agent."""
-        when = f"When {self.condition.rstrip('.')}: " if self.condition else ""
+        when = f"When {self.condition_clause.rstrip('.')}: " if self.condition else ""
         rule = " ".join(self.rule.split())
         return f"- [{self.code}] {when}{rule} (helpful {self.helpful}, harmful {self.harmful})"
 

@@ -223,3 +223,16 @@ def test_reflection_inside_a_run_uses_the_runs_store(integrator, llm):
     assert result.status == "completed" and result.messages == [6, 7]
     assert claimed.head_sequence == 5 and claimed.last_sequence == 7
     assert Trace.objects.get(pk=trace.pk).last_sequence == 7
+
+
+def test_a_condition_said_with_when_is_stored_as_the_clause_after_it(integrator, llm):
+    from memory.reflect import reflect_on_trace
+
+    trace = make_trace(integrator, messages=CHAT)
+    llm.script("scripted", [reflection(LESSON | {"condition": "When counting lines of a file"})])
+
+    result = reflect_on_trace(trace_id=trace.trace_id)
+
+    experience = Experience.objects.get(code=result.codes[0])
+    assert experience.condition == "counting lines of a file"
+    assert experience.prompt_line().startswith(f"- [{experience.code}] When counting lines of a file: Use wc")

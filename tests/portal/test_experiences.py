@@ -92,3 +92,17 @@ def test_library_lists_skills_and_presets_with_admin_links(browser_client, exper
     page = browser_client(expert).get("/library/").content.decode()
     assert "planning" in page and "explore" in page
     assert "/admin/memory/agentpreset/" in page
+
+
+def test_a_condition_starting_with_when_reads_when_once(browser_client, expert):
+    saved = experience_create(rule="Read the log first.", condition="whenever the build fails")
+    older = draft()  # a row written before conditions were normalised, as it is stored
+    Experience.objects.filter(pk=older.pk).update(condition="When the tests are flaky")
+    older.refresh_from_db()
+
+    assert saved.condition == "the build fails"
+    page = browser_client(expert).get("/experiences/").content.decode()
+    assert '<span class="muted">When</span> the build fails' in page
+    assert '<span class="muted">When</span> the tests are flaky' in page
+    assert "When</span> When" not in page and "When</span> when" not in page
+    assert f"[{older.code}] When the tests are flaky: Compute" in older.prompt_line()
