@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.core.management import CommandError, call_command
+from django.utils import timezone
 
 from memory.models import Experience, ExperienceStatus
 from tests.factories import make_user
@@ -54,3 +57,21 @@ def test_load_demo_refuses_twice_unless_reset():
     call_command("load_demo", reset=True)
     assert Trace.objects.filter(uid="demo", parent_trace__isnull=True).count() == 6
     assert Experience.objects.count() == 5
+
+
+def test_demo_times_agree_the_question_was_asked_when_its_run_began_to_wait():
+    make_user("expert", staff=True)
+    call_command("load_demo")
+
+    asking = Trace.objects.get(name="Schedule the database migration")
+    question = asking.sub_traces.get()
+    assert question.created_at == question.updated_at == asking.updated_at
+    assert timezone.now() - question.created_at > timedelta(hours=1)  # "asked 2 hours ago", not 0 minutes
+    assert set(question.messages.values_list("created_at", flat=True)) == {asking.updated_at}
+    assert set(question.events.values_list("created_at", flat=True)) == {asking.updated_at}
+    for trace in Trace.objects.all():
+        assert trace.created_at <= trace.updated_at, trace.name
+        times = [*trace.messages.values_list("created_at", flat=True)]
+        times += [*trace.events.values_list("created_at", flat=True)]
+        times += [*trace.approvals.values_list("requested_at", flat=True)]
+        assert all(trace.created_at <= t <= trace.updated_at for t in times), trace.name

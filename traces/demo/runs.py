@@ -8,7 +8,7 @@ from typing import Any
 
 from traces.collaboration.humans import human_request_create
 from traces.demo.builder import SYSTEM, DemoTrace, stats_add, tool_call
-from traces.models import Approval, Trace, TraceStatus
+from traces.models import Approval, Message, Trace, TraceEvent, TraceStatus
 
 SALES_CSV = """| region | q1 | q2 | q3 |
 |---|---|---|---|
@@ -252,7 +252,7 @@ def migration_window(owner: Any, start: datetime) -> Trace:
         ]
     }
     trace = d.finish(TraceStatus.WAITING)
-    human_request_create(
+    child = human_request_create(
         parent=trace,
         trace_id=f"{trace.trace_id}@human-001",
         goal_id="1",
@@ -260,6 +260,10 @@ def migration_window(owner: Any, start: datetime) -> Trace:
         question=question,
         to="expert",
     )
+    # The question was asked when the run began to wait, not when the demo was loaded.
+    Trace.objects.filter(pk=child.pk).update(created_at=trace.updated_at, updated_at=trace.updated_at)
+    Message.objects.filter(trace=child).update(created_at=trace.updated_at)
+    TraceEvent.objects.filter(trace=child).update(created_at=trace.updated_at)
     return trace
 
 
