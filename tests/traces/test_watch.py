@@ -1,15 +1,21 @@
 """WS /api/traces/{id}/watch through the real ASGI stack (origin, session, token) with
-Channels' communicator: replay after `since`, live events, refusals, reconnects (W3, W4)."""
+Channels' communicator: replay after `since`, live events, refusals, reconnects, and
+a trace's sub-traces on the same socket with `children=1` and `cursors` (W3, W4)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
@@ -17,6 +23,8 @@ from agentsite.asgi import application
 from tests.factories import make_trace, make_user
 from tests.scripted_llm import Reply, ToolCall
 from traces import events as event_bus
+from traces.events.cursors import MAX_DEPTH, watched_heads
+from traces.events.doorbell import group_for
 from traces.models import Trace, TraceEvent
 from traces.runner import AgentRunner, RunConfig
 
@@ -39,7 +47,18 @@ def trace_with_events(owner: Any, count: int) -> str:
     return trace.trace_id
 
 
-def append_events(trace_id: str, count: int, *, ring: bool = True) -> list[int]:
+@database_sync_to_async
+def child_with_events(parent_id: str, name: str, count: int, *, owner: Any = None) -> str:
+    """A local sub-trace of `parent_id` (same owner unless given), with `count` events."""
+    parent = Trace.objects.get(pk=parent_id)
+    child = make_trace(owner or parent.owner, trace_id=f"{parent_id}@{name}", parent_trace=parent)
+    append_events(child.trace_id, count, ring=False)
+    return child.trace_id
+
+
+def append_events(
+    trace_id: str, count: int, *, ring: bool = True, event_type: str = "round_start"
+) -> list[int]:
     """Append `count` events the way a run's commit does; ring the doorbell after."""
     trace = Trace.objects.get(pk=trace_id)
     rows = []
@@ -49,7 +68,7 @@ def append_events(trace_id: str, count: int, *, ring: bool = True) -> list[int]:
             TraceEvent(
                 trace_id=trace_id,
                 event_id=trace.last_event_id,
-                type="round_start",
+                type=event_type,
                 payload={"n": trace.last_event_id},
                 created_at=timezone.now(),
             )
@@ -76,6 +95,26 @@ def watch(
 
 async def receive_ids(comm: WebsocketCommunicator, count: int, timeout: float = 3.0) -> list[int]:
     return [(await comm.receive_json_from(timeout=timeout))["event_id"] for _ in range(count)]
+
+
+async def receive_per_trace(
+    comm: WebsocketCommunicator, count: int, timeout: float = 3.0
+) -> dict[str, list[int]]:
+    """The next `count` frames' event ids, per trace, in the order they came."""
+    per_trace: dict[str, list[int]] = {}
+    for _ in range(count):
+        event = await comm.receive_json_from(timeout=timeout)
+        per_trace.setdefault(event["trace_id"], []).append(event["event_id"])
+    return per_trace
+
+
+def tree_query(*, since: int | None = None, cursors: dict[str, Any] | None = None) -> str:
+    params: dict[str, Any] = {"children": 1}
+    if since is not None:
+        params["since"] = since
+    if cursors is not None:
+        params["cursors"] = json.dumps(cursors)
+    return urlencode(params)
 
 
 async def close_code(comm: WebsocketCommunicator) -> int:
@@ -258,3 +297,184 @@ async def test_disconnect_stops_the_pump():
     await comm.disconnect()
     await asyncio.sleep(0.05)
     assert not [t for t in before if not t.done()]
+
+
+# --- sub-traces on the same socket (children=1, cursors) ---------------------------
+
+
+async def test_children_streams_every_descendant_and_without_it_only_the_trace():
+    user, key = await user_with_token("integrator")
+    root = await trace_with_events(user, 2)
+    explore = [await child_with_events(root, f"explore-00{n}-a", n) for n in (1, 2, 3)]
+    grandchild = await child_with_events(explore[0], "delegate-x", 2)
+
+    comm = watch(root, token=key, query=tree_query())
+    assert (await comm.connect())[0]
+    received = await receive_per_trace(comm, 2 + 1 + 2 + 3 + 2)
+    assert received == {
+        root: [1, 2],
+        explore[0]: [1],
+        explore[1]: [1, 2],
+        explore[2]: [1, 2, 3],
+        grandchild: [1, 2],
+    }
+    assert await comm.receive_nothing(timeout=0.3)
+    await comm.disconnect()
+
+    comm = watch(root, token=key, query="children=0")
+    assert (await comm.connect())[0]
+    assert await receive_per_trace(comm, 2) == {root: [1, 2]}
+    assert await comm.receive_nothing(timeout=0.3)
+    await comm.disconnect()
+
+
+async def test_a_child_started_after_connect_streams_on_the_doorbells(settings):
+    settings.AGENT_WATCH_POLL_SECONDS = 30  # only the doorbells can deliver in time
+    user, key = await user_with_token("integrator")
+    root = await trace_with_events(user, 1)
+    comm = watch(root, token=key, query=tree_query())
+    assert (await comm.connect())[0]
+    assert await receive_per_trace(comm, 1) == {root: [1]}
+
+    started = time.monotonic()
+    child = await child_with_events(root, "explore-001-late", 2)  # no ring of its own
+    await aappend_events(root, 1, event_type="sub_trace_started")  # the parent's ring
+    assert await receive_per_trace(comm, 3, timeout=2) == {root: [2], child: [1, 2]}
+    await aappend_events(child, 2)  # rings the child's group, which the socket joined
+    assert await receive_per_trace(comm, 2, timeout=2) == {child: [3, 4]}
+    assert time.monotonic() - started < 1.5
+    await comm.disconnect()
+
+
+async def test_a_child_started_without_any_ring_is_found_by_the_poll(settings):
+    settings.AGENT_WATCH_POLL_SECONDS = 0.1
+    user, key = await user_with_token("integrator")
+    root = await trace_with_events(user, 0)
+    comm = watch(root, token=key, query=tree_query())
+    assert (await comm.connect())[0]
+    child = await child_with_events(root, "human-001", 1)
+    grandchild = await child_with_events(child, "delegate-1", 1)
+    assert await receive_per_trace(comm, 2, timeout=2) == {child: [1], grandchild: [1]}
+    await comm.disconnect()
+
+
+async def test_reconnect_with_since_and_cursors_replays_exactly_what_was_missed(settings):
+    settings.AGENT_WATCH_POLL_SECONDS = 0.1
+    user, key = await user_with_token("integrator")
+    root = await trace_with_events(user, 3)
+    child = await child_with_events(root, "explore-001-a", 2)
+    seen: dict[str, list[int]] = {}
+
+    def note(received: dict[str, list[int]]) -> None:
+        for trace_id, ids in received.items():
+            seen.setdefault(trace_id, []).extend(ids)
+
+    comm = watch(root, token=key, query=tree_query())
+    assert (await comm.connect())[0]
+    note(await receive_per_trace(comm, 5))
+    await comm.disconnect()
+
+    # Written while the client is away: more of both, and a child it never saw.
+    await aappend_events(root, 2)
+    await aappend_events(child, 3)
+    other = await child_with_events(root, "explore-002-b", 2)
+    cursors = {trace_id: ids[-1] for trace_id, ids in seen.items() if trace_id != root}
+    comm = watch(root, token=key, query=tree_query(since=seen[root][-1], cursors=cursors))
+    assert (await comm.connect())[0]
+    missed = await receive_per_trace(comm, 2 + 3 + 2)
+    assert missed == {root: [4, 5], child: [3, 4, 5], other: [1, 2]}
+    note(missed)
+    await aappend_events(child, 1)
+    note(await receive_per_trace(comm, 1))
+    assert await comm.receive_nothing(timeout=0.3)
+    assert seen == {root: [1, 2, 3, 4, 5], child: [1, 2, 3, 4, 5, 6], other: [1, 2]}
+    await comm.disconnect()
+
+
+async def test_cursors_may_carry_the_watched_trace_when_since_is_absent():
+    user, key = await user_with_token("integrator")
+    root = await trace_with_events(user, 3)
+    child = await child_with_events(root, "explore-001-a", 2)
+    comm = watch(root, token=key, query=tree_query(cursors={root: 2, child: 1}))
+    assert (await comm.connect())[0]
+    assert await receive_per_trace(comm, 2) == {root: [3], child: [2]}
+    assert await comm.receive_nothing(timeout=0.3)
+    await comm.disconnect()
+
+
+async def test_bad_children_or_cursors_are_closed_with_4400():
+    user, key = await user_with_token("integrator")
+    root = await trace_with_events(user, 1)
+    bad = [
+        "children=yes",
+        "children=1&cursors=not-json",
+        "children=1&cursors=" + json.dumps([1]),
+        "children=1&cursors=" + json.dumps({"a": -1}),
+        "children=1&cursors=" + json.dumps({"a": 1.5}),
+        "children=1&cursors=" + json.dumps({"a": "1"}),
+        "children=1&cursors=" + json.dumps({"a": True}),
+        "children=1&cursors=" + json.dumps({"a": 2**63}),
+        "children=1&cursors=" + json.dumps({"x" * 256: 1}),
+        tree_query(cursors={f"t{n}": n for n in range(501)}),
+        tree_query(cursors={"a": 1, "pad": 0, "x": "y" * 70_000}),
+        "children=1&cursors=" + "[" * 30_000,
+    ]
+    for query in bad:
+        assert await close_code(watch(root, token=key, query=query)) == 4400, query
+
+
+async def test_a_child_the_user_may_not_see_is_not_streamed():
+    owner, key = await user_with_token("integrator")
+    stranger, _ = await user_with_token("stranger")
+    _, expert_key = await user_with_token("expert", staff=True)
+    root = await trace_with_events(owner, 1)
+    mine = await child_with_events(root, "explore-001-a", 1)
+    theirs = await child_with_events(root, "human-001", 2, owner=stranger)
+    await child_with_events(theirs, "delegate-below-theirs", 1, owner=owner)
+
+    comm = watch(root, token=key, query=tree_query())
+    assert (await comm.connect())[0]
+    assert await receive_per_trace(comm, 2) == {root: [1], mine: [1]}
+    assert await comm.receive_nothing(timeout=0.5)
+    await comm.disconnect()
+
+    comm = watch(root, token=expert_key, query=tree_query())  # experts see all
+    assert (await comm.connect())[0]
+    assert sorted(len(ids) for ids in (await receive_per_trace(comm, 5)).values()) == [1, 1, 1, 2]
+    await comm.disconnect()
+
+
+async def test_finding_children_costs_one_query_per_new_level_and_then_one():
+    user, _ = await user_with_token("integrator")
+    root = await trace_with_events(user, 0)
+    chain = [root]
+    for depth in range(1, MAX_DEPTH + 3):
+        chain.append(await child_with_events(chain[-1], f"d{depth}", depth))
+    for n in range(3):
+        await child_with_events(root, f"explore-00{n}", 1)
+
+    def heads_and_queries(known: dict[str, int]) -> tuple[dict[str, Any], int]:
+        with CaptureQueriesContext(connection) as queries:
+            heads = watched_heads(user, root, known=known, children=True)
+        return heads, len(queries)
+
+    heads, first = await database_sync_to_async(heads_and_queries)({})
+    assert set(heads) == {*chain[: MAX_DEPTH + 1], *(f"{root}@explore-00{n}" for n in range(3))}
+    assert heads[chain[2]].depth == 2 and heads[chain[2]].last_event_id == 2
+    assert first == 1 + (MAX_DEPTH - 1)  # the root with its children, then one per level below
+    known = {trace_id: head.depth for trace_id, head in heads.items()}
+    again, steady = await database_sync_to_async(heads_and_queries)(known)
+    assert again == heads and steady == 1
+
+
+async def test_the_socket_leaves_every_trace_group_on_disconnect():
+    user, key = await user_with_token("integrator")
+    root = await trace_with_events(user, 1)
+    child = await child_with_events(root, "explore-001-a", 1)
+    comm = watch(root, token=key, query=tree_query())
+    assert (await comm.connect())[0]
+    await receive_per_trace(comm, 2)
+    groups = get_channel_layer().groups  # the in-memory layer's members per group
+    assert groups.get(group_for(root)) and groups.get(group_for(child))
+    await comm.disconnect()
+    assert not groups.get(group_for(root)) and not groups.get(group_for(child))

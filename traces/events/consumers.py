@@ -1,12 +1,22 @@
-"""The live event stream of a trace: `WS /api/traces/{id}/watch?since=N` (W3).
+"""The live event stream of a trace: `WS /api/traces/{id}/watch` (W3).
+
+Query string: `since=N` (the last event id the client has of this trace, default
+0), `children=1` (also stream every sub-trace below it: local sub-traces at any
+depth up to 5, at most 200, only those the user may see, including ones that
+start later), `cursors={"<sub-trace id>": N, ...}` (URL-encoded JSON: the last
+event id the client has of each sub-trace; one not named replays from its
+start). Every frame is one event (traces/events/__init__.py:event_dict) and
+names its `trace_id`; per trace, events come in order.
 
 The TraceEvent table is the log; the channel layer is only a doorbell. On
 connect the consumer joins the trace's group (traces/doorbell.py), then a pump
-task sends every persisted event with event_id > cursor, in order, and waits for
-a ring (or a poll timeout) before reading again. Because every send comes from
-the table and the cursor only moves forward, delivery is gap-free and
-duplicate-free across reconnects (`since` = the last event id the client has),
-with no expiry, on any channel layer:
+task, each cycle, reads which traces it streams and their newest event ids
+(traces/events/cursors.py; this also finds new sub-traces and joins their
+groups), sends every persisted event past each trace's cursor, in order, and
+waits for a ring (or a poll timeout) before reading again. Because every send
+comes from the table and each cursor only moves forward, delivery is gap-free
+and duplicate-free per trace across reconnects, with no expiry, on any channel
+layer:
 
 - with Redis (REDIS_URL) the worker's commit rings the group and watchers read
   within milliseconds; the poll (AGENT_WATCH_POLL_SECONDS, 5 s) is a safety net;
@@ -14,10 +24,10 @@ with no expiry, on any channel layer:
   ring crosses processes, and the poll (0.5 s) delivers.
 
 Close codes: 4401 not authenticated, 4404 unknown trace or someone else's (as
-the REST API, which answers 404 for both), 4400 bad `since`, 4503 the database
-is unreachable (at connect: traces/api/websocket_auth.py:DatabaseOutageGuard;
-while streaming: here), 1011 any other failure. Sub-traces are watched on their
-own sockets; their ids are in `GET /api/traces/{id}`.
+the REST API, which answers 404 for both), 4400 bad `since`, `children` or
+`cursors`, 4503 the database is unreachable (at connect:
+traces/api/websocket_auth.py:DatabaseOutageGuard; while streaming: here), 1011
+any other failure.
 """
 
 from __future__ import annotations
@@ -26,16 +36,15 @@ import asyncio
 import contextlib
 import logging
 from typing import Any
-from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
-from traces.events import event_dict
+from traces.events.cursors import WatchCursors, events_after, parse_watch_query, watched_heads
 from traces.events.doorbell import group_for
-from traces.selectors import trace_events, traces_visible_to
+from traces.selectors import traces_visible_to
 
 logger = logging.getLogger(__name__)
 
@@ -50,35 +59,23 @@ def trace_visible(user: Any, trace_id: str) -> bool:
     return traces_visible_to(user).filter(pk=trace_id).exists()
 
 
-def trace_events_after(trace_id: str, since: int, limit: int) -> list[dict[str, Any]]:
-    return [event_dict(e) for e in trace_events(trace_id=trace_id, since=since)[:limit]]
-
-
 atrace_visible = database_sync_to_async(trace_visible)
-atrace_events_after = database_sync_to_async(trace_events_after)
-
-
-def parse_since(query_string: bytes) -> int | None:
-    """The `since` cursor (default 0 = from the start); None when malformed."""
-    values = parse_qs(query_string.decode("latin1")).get("since")
-    if not values:
-        return 0
-    try:
-        since = int(values[0])
-    except ValueError:
-        return None
-    return since if since >= 0 else None
+awatched_heads = database_sync_to_async(watched_heads)
+aevents_after = database_sync_to_async(events_after)
 
 
 class TraceWatchConsumer(AsyncJsonWebsocketConsumer):
-    """Replays a trace's events after `since`, then streams new ones as they commit."""
+    """Replays a trace's events (and its sub-traces') after the client's cursors,
+    then streams new ones as they commit."""
 
     trace_id: str
-    cursor: int
-    group: str | None = None
+    user: Any
+    watched: WatchCursors
+    doorbells: set[str]
     pump: asyncio.Task[None] | None = None
 
     async def connect(self) -> None:
+        self.doorbells = set()
         # Accept first: a close code only reaches the client after the handshake.
         await self.accept()
         self.trace_id = self.scope["url_route"]["kwargs"]["trace_id"]
@@ -86,18 +83,18 @@ class TraceWatchConsumer(AsyncJsonWebsocketConsumer):
         if user is None or not user.is_authenticated:
             await self.close(code=CLOSE_NOT_AUTHENTICATED)
             return
-        since = parse_since(self.scope.get("query_string", b""))
-        if since is None:
+        query = parse_watch_query(self.scope.get("query_string", b""))
+        if query is None:
             await self.close(code=CLOSE_BAD_REQUEST)
             return
         if not await atrace_visible(user, self.trace_id):
             await self.close(code=CLOSE_NOT_FOUND)
             return
-        self.cursor = since
+        self.user = user
+        self.watched = WatchCursors(self.trace_id, query)
         self.bell = asyncio.Event()
         # Join before the first read, so no ring between that read and the join is missed.
-        self.group = group_for(self.trace_id)
-        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self._join([self.trace_id])
         self.pump = asyncio.create_task(self._pump())
 
     async def disconnect(self, code: int) -> None:
@@ -105,15 +102,29 @@ class TraceWatchConsumer(AsyncJsonWebsocketConsumer):
             self.pump.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self.pump
-        if self.group is not None:
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+        for group in self.doorbells:
+            await self.channel_layer.group_discard(group, self.channel_name)
+        self.doorbells = set()
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         """Clients only listen; anything they send is ignored."""
 
     async def trace_doorbell(self, message: dict[str, Any]) -> None:
-        if message.get("last_event_id", 0) > self.cursor:
+        if self.watched.rings(message.get("trace_id", self.trace_id), message.get("last_event_id", 0)):
             self.bell.set()
+
+    async def _join(self, trace_ids: list[str]) -> bool:
+        """Join the doorbell groups of `trace_ids`; whether any was new."""
+        new = {group_for(trace_id) for trace_id in trace_ids} - self.doorbells
+        for group in new:
+            await self.channel_layer.group_add(group, self.channel_name)
+        self.doorbells |= new
+        return bool(new)
+
+    async def _leave(self, trace_ids: list[str]) -> None:
+        for group in {group_for(trace_id) for trace_id in trace_ids} & self.doorbells:
+            await self.channel_layer.group_discard(group, self.channel_name)
+            self.doorbells.discard(group)
 
     async def _pump(self) -> None:
         try:
@@ -124,18 +135,30 @@ class TraceWatchConsumer(AsyncJsonWebsocketConsumer):
             logger.warning("watch of trace %s closed: database unavailable (%s)", self.trace_id, exc)
             await self.close(code=CLOSE_UNAVAILABLE)
         except Exception:
-            # The client reconnects with its last event id and loses nothing.
+            # The client reconnects with its cursors and loses nothing.
             logger.exception("watch of trace %s failed", self.trace_id)
             await self.close(code=1011)
 
     async def _stream(self) -> None:
         poll = settings.AGENT_WATCH_POLL_SECONDS
+        watched = self.watched
         while True:
             self.bell.clear()
-            batch = await atrace_events_after(self.trace_id, self.cursor, BATCH)
+            heads = await awatched_heads(
+                self.user, self.trace_id, known=watched.depths(), children=watched.children
+            )
+            joined, left = watched.update(heads)
+            await self._leave(left)
+            if await self._join(joined):
+                # A new sub-trace's events committed before the join rang no one here.
+                self.bell.set()
+            behind = watched.behind()
+            batch = await aevents_after(behind, BATCH) if behind else []
             for event in batch:
                 await self.send_json(event)
-                self.cursor = event["event_id"]
+                watched.advance(event)
+            if watched.children and watched.announces_children(batch):
+                self.bell.set()
             if len(batch) == BATCH:
                 continue
             with contextlib.suppress(TimeoutError):
