@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from portal.views import approvals, memory, traces
+from portal.views import approvals, memory, trace_page, traces
 
 app_name = "portal"
 
@@ -16,8 +16,9 @@ urlpatterns = [
     path("traces/live.json", traces.traces_live, name="traces-live"),
     path("traces/new/", traces.trace_new, name="trace-new"),
     path("approvals/", approvals.approvals_inbox, name="approvals"),
-    path("traces/<str:trace_id>/", traces.trace_detail, name="trace-detail"),
-    path("traces/<str:trace_id>/messages/<int:sequence>/", traces.message_fragment, name="message"),
+    path("traces/<str:trace_id>/", trace_page.trace_detail, name="trace-detail"),
+    path("traces/<str:trace_id>/panels.json", trace_page.trace_panels, name="trace-panels"),
+    path("traces/<str:trace_id>/messages/<int:sequence>/", trace_page.message_fragment, name="message"),
     path("traces/<str:trace_id>/run/", traces.trace_run, name="trace-run"),
     path("traces/<str:trace_id>/stop/", traces.trace_stop_view, name="trace-stop"),
     path("traces/<str:trace_id>/answer/", traces.trace_answer_view, name="trace-answer"),

@@ -294,6 +294,16 @@ def _messages_from_rows(rows: list[tuple[Any, ...]], *, db: str) -> list[Message
     return messages
 
 
+def trace_path_ranges(*, trace_id: str, head_sequence: int) -> list[tuple[int, int]]:
+    """The path from the root to `head_sequence` as ranges of sequences (first, last),
+    oldest first: each linear segment the path crosses, without reading a message.
+    A page of a long path is then a slice of these ranges (the portal's pages)."""
+    sql = _MAIN_PATH_SEGMENTS + "SELECT start, entry FROM seg"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [trace_id, head_sequence, trace_id, trace_id])
+        return sorted((int(start), int(entry)) for start, entry in cursor.fetchall())
+
+
 def trace_messages(*, trace_id: str) -> QuerySet[Message]:
     """Every message of the trace, branches included, by sequence."""
     return Message.objects.filter(trace_id=trace_id).order_by("sequence")

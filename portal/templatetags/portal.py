@@ -64,6 +64,12 @@ def tokens(value: Any) -> str:
 
 
 @register.filter
+def thousands(value: Any) -> str:
+    """12345 -> "12,345"."""
+    return f"{int(value or 0):,}"
+
+
+@register.filter
 def gist(content: Any, length: int = 80) -> str:
     flat = " ".join(content_text(content).split())
     return flat if len(flat) <= int(length) else flat[: int(length) - 1] + "…"

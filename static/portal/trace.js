@@ -1,105 +1,235 @@
-// Trace page: live tokens and new messages over the WebSocket, resuming with ?since=
-// after a reconnect; edited approval arguments are flagged so only real edits are sent.
+// Trace page: follows the run over the WebSocket, its sub-traces' events included, and
+// keeps every panel true without a reload. Streamed tokens go into the message being
+// written; new messages are appended (a tool result re-renders its call, results
+// folded in); the panels an event changes are re-fetched in one request, rendered and
+// sanitised by the server as on first load. A reconnect resumes from the last event
+// id of each trace, so nothing is missed or doubled.
 (function () {
   "use strict";
   var script = document.currentScript;
-  var traceId = script.getAttribute("data-trace");
-  var since = parseInt(script.getAttribute("data-since"), 10) || 0;
-  var fragmentUrl = script.getAttribute("data-fragment");
-  var onMain = script.getAttribute("data-main") === "1";
+  var data = script.dataset;
+  var traceId = data.trace;
+  var since = parseInt(data.since, 10) || 0;
+  var cursors = JSON.parse(data.cursors || "{}"); // sub-trace id -> its last event id seen
+  var children = data.children === "1";
+  var onMain = data.main === "1"; // the newest page of the main path: new messages belong here
+  var panelsUrl = data.panels;
+  var fragmentUrl = data.fragment;
   var live = document.getElementById("live");
   var liveText = document.getElementById("live-text");
-  var messages = document.getElementById("messages");
   var events = document.getElementById("events");
-  var statusBadge = document.getElementById("trace-status");
+  var eventCount = document.getElementById("event-count");
   var socket = null;
   var retry = 500;
   var ended = false;
   var chain = Promise.resolve();
-
-  document.querySelectorAll("textarea[data-original]").forEach(function (area) {
-    area.addEventListener("input", function () {
-      area.form.elements.edited.value = area.value.trim() === area.getAttribute("data-original").trim() ? "0" : "1";
-    });
-  });
-
-  function addEvent(ev) {
-    if (!events) return;
-    var li = document.createElement("li");
-    li.className = "ev ev-" + ev.type;
-    var id = document.createElement("span");
-    id.className = "mono small muted";
-    id.textContent = ev.event_id + " ";
-    var type = document.createElement("span");
-    type.className = "evtype";
-    type.textContent = ev.type;
-    li.appendChild(id);
-    li.appendChild(type);
-    events.appendChild(li);
-  }
+  var dirty = {};
+  var timer = null;
+  var MAX_TIMELINE = 300;
+  var EVERYTHING = ["header", "requests", "plan", "subtraces", "side", "continue", "messages", "tree"];
+  var STATUS_EVENTS = ["run_started", "final", "error", "stopped", "waiting"];
+  var PANELS_FOR = {
+    message: ["header", "tree"],
+    goal_added: ["plan"], goal_updated: ["plan"], goal_tree_rebuilt: ["plan"],
+    confirm_required: ["requests", "header"], confirm_response: ["requests", "side", "header"],
+    human_answered: ["requests", "subtraces"], settings_changed: ["continue"],
+    sub_trace_completed: ["subtraces", "plan", "header"], reflect_started: ["tree", "side"],
+    compaction: ["header", "tree"], rewind: ["header", "tree", "plan"], loop_detected: ["header"],
+    experiences_retrieved: ["side"], round_start: [], tool_call: [],
+  };
+  var CHILD_PANELS = {
+    token: [], round_start: [], tool_call: [],
+    confirm_required: ["subtraces", "requests", "header"], confirm_response: ["subtraces", "requests"],
+    waiting: ["subtraces", "requests", "header"], final: ["subtraces", "requests", "plan", "header"],
+    error: ["subtraces", "requests", "header"], stopped: ["subtraces", "requests", "header"],
+  };
 
   function later(step) {
     // Steps run in event order; a failed step must not stop the ones after it.
     chain = chain.then(step).catch(function () {});
   }
 
-  function appendMessage(sequence) {
-    // The server renders (and sanitises) the message; order is kept by chaining.
+  function bindEdits(root) {
+    root.querySelectorAll("textarea[data-original]").forEach(function (area) {
+      area.addEventListener("input", function () {
+        var same = area.value.trim() === area.getAttribute("data-original").trim();
+        area.form.elements.edited.value = same ? "0" : "1";
+      });
+    });
+  }
+
+  function busy(panel) {
+    // Never take away what the expert is typing or has opened.
+    var active = document.activeElement;
+    if (active && panel.contains(active) && /^(TEXTAREA|INPUT|SELECT)$/.test(active.tagName)) return true;
+    var typed = Array.prototype.some.call(panel.querySelectorAll("textarea, input[type=text], input:not([type])"),
+      function (field) { return field.value !== field.defaultValue; });
+    return typed || panel.querySelector("details.rewind[open], details.action[open]") !== null;
+  }
+
+  function refresh(names) {
+    names.forEach(function (name) { dirty[name] = true; });
+    if (!timer) timer = setTimeout(flush, 150);
+  }
+
+  function flush() {
+    timer = null;
+    var names = Object.keys(dirty).filter(function (name) {
+      if (name === "messages" && !onMain) return false; // another page or branch stays as asked for
+      return document.querySelector('[data-panel="' + name + '"]') !== null;
+    });
+    dirty = {};
+    if (!names.length) return;
+    later(function () {
+      var url = panelsUrl + (panelsUrl.indexOf("?") < 0 ? "?" : "&") + "names=" + names.join(",");
+      return fetch(url, { credentials: "same-origin" })
+        .then(function (r) { return r.ok ? r.json() : null; })
+        .then(function (answer) { if (answer) apply(answer); });
+    });
+  }
+
+  function apply(answer) {
+    Object.keys(answer.panels).forEach(function (name) {
+      var current = document.querySelector('[data-panel="' + name + '"]');
+      var holder = document.createElement("template");
+      holder.innerHTML = answer.panels[name].trim();
+      var fresh = holder.content.firstElementChild;
+      if (!current || !fresh) return;
+      if (current.dataset.key !== undefined && current.dataset.key === fresh.dataset.key) return;
+      if (busy(current)) { setTimeout(function () { refresh([name]); }, 2000); return; }
+      current.replaceWith(fresh);
+      bindEdits(fresh);
+      if (name === "messages") { liveText.textContent = ""; live.hidden = true; }
+    });
+    if (!answer.live && ended) {
+      data.live = "0"; // the run is over and the page shows its final state
+      document.body.classList.remove("following");
+      if (socket) socket.close();
+    }
+  }
+
+  function addEvent(ev) {
+    if (!events) return;
+    var li = document.createElement("li");
+    li.className = "ev ev-" + ev.type;
+    [[ev.event_id + " ", "mono small muted"], [ev.type, "evtype"], [" " + (ev.created_at || "").slice(11, 19), "small muted"]]
+      .forEach(function (part) {
+        var span = document.createElement("span");
+        span.textContent = part[0];
+        span.className = part[1];
+        li.appendChild(span);
+      });
+    events.appendChild(li);
+    while (events.children.length > MAX_TIMELINE) events.removeChild(events.firstElementChild);
+    if (eventCount) eventCount.textContent = String((parseInt(eventCount.textContent, 10) || 0) + 1);
+  }
+
+  function showMessage(sequence) {
+    // The server renders (and sanitises) the message: a tool result comes back as its call.
     later(function () {
       if (document.getElementById("m" + sequence)) return;
       return fetch(fragmentUrl.replace(/0\/$/, sequence + "/"), { credentials: "same-origin" })
         .then(function (r) { return r.ok ? r.text() : ""; })
         .then(function (html) {
-          if (!html) return;
-          var empty = document.getElementById("no-messages");
-          if (empty) empty.remove();
-          var holder = document.createElement("div");
-          holder.innerHTML = html;
-          while (holder.firstChild) messages.appendChild(holder.firstChild);
+          var holder = document.createElement("template");
+          holder.innerHTML = html.trim();
+          var article = holder.content.querySelector("article.msg");
+          if (!article) return;
+          var list = document.getElementById("messages");
+          var shown = document.getElementById(article.id);
+          if (shown && shown.tagName === "ARTICLE") {
+            shown.replaceWith(article);
+          } else if (!shown && list) {
+            var empty = document.getElementById("no-messages");
+            if (empty) empty.remove();
+            list.appendChild(article);
+          }
+          bindEdits(article);
         });
     });
   }
 
-  function handle(ev) {
-    since = Math.max(since, ev.event_id);
-    if (ev.type !== "token") addEvent(ev);
+  function handleChild(ev) {
+    var last = cursors[ev.trace_id] || 0;
+    if (ev.event_id <= last) return;
+    cursors[ev.trace_id] = ev.event_id;
+    var box = document.querySelector('[data-child-live="' + CSS.escape(ev.trace_id) + '"]');
     var p = ev.payload || {};
-    if (ev.type === "token" && p.text) {
-      live.hidden = false;
-      liveText.textContent += p.text;
+    if (ev.type === "token") {
+      if (box && p.text) { box.hidden = false; box.textContent = (box.textContent + p.text).slice(-400); }
+      return;
+    }
+    if (ev.type === "message" && box) { box.textContent = ""; box.hidden = true; }
+    refresh(CHILD_PANELS[ev.type] || ["subtraces"]);
+  }
+
+  function handle(ev) {
+    if (ev.trace_id && ev.trace_id !== traceId) return handleChild(ev);
+    if (ev.event_id <= since) return;
+    since = ev.event_id;
+    var p = ev.payload || {};
+    if (ev.type === "token") {
+      if (p.text) { live.hidden = false; liveText.textContent += p.text; }
+      return;
+    }
+    addEvent(ev);
+    if (ev.type.indexOf("subagent_") === 0) {
+      refresh(["subtraces", "plan", "header", "requests"]);
+      if (!children) { children = true; reconnect(); } // follow the new sub-traces on this socket
     } else if (ev.type === "rewind" && onMain) {
       // The main path was cut: drop what now lies on the old branch.
       var cut = p.cut_sequence || p.after_sequence || 0;
       later(function () {
-        messages.querySelectorAll(":scope > article.msg").forEach(function (el) {
+        document.querySelectorAll("#messages > article.msg").forEach(function (el) {
           if (parseInt(el.getAttribute("data-sequence"), 10) > cut) el.remove();
         });
       });
     } else if (ev.type === "message") {
       if (p.role === "assistant") { liveText.textContent = ""; live.hidden = true; }
-      if (onMain) appendMessage(p.sequence);
-    } else if (["final", "error", "stopped", "waiting", "confirm_required"].indexOf(ev.type) >= 0) {
-      if (statusBadge && p.status) { statusBadge.textContent = p.status; statusBadge.className = "badge big status-" + p.status; }
-      ended = true;
-      // Reload once the messages are in, so actions and the plan match the new state.
-      later(function () { setTimeout(function () { window.location.reload(); }, 400); });
+      if (onMain) showMessage(p.sequence);
+    }
+    if (STATUS_EVENTS.indexOf(ev.type) >= 0) {
+      var badge = document.getElementById("trace-status");
+      if (badge && p.status) { badge.textContent = p.status; badge.className = "badge big status-" + p.status; }
+      ended = ["final", "error", "stopped"].indexOf(ev.type) >= 0;
+      refresh(EVERYTHING);
+    } else {
+      refresh(PANELS_FOR[ev.type] || ["header"]);
     }
   }
 
-  function connect() {
+  function watchUrl() {
     var scheme = window.location.protocol === "https:" ? "wss://" : "ws://";
-    socket = new WebSocket(scheme + window.location.host + "/api/traces/" + encodeURIComponent(traceId) + "/watch?since=" + since);
+    var url = scheme + window.location.host + "/api/traces/" + encodeURIComponent(traceId) + "/watch?since=" + since;
+    if (children) url += "&children=1&cursors=" + encodeURIComponent(JSON.stringify(cursors));
+    return url;
+  }
+
+  function reconnect() {
+    if (socket) { socket.onclose = null; socket.close(); }
+    connect();
+  }
+
+  function connect() {
+    socket = new WebSocket(watchUrl());
     socket.onopen = function () { retry = 500; document.body.classList.add("ws-open"); };
     socket.onmessage = function (msg) {
-      try { handle(JSON.parse(msg.data)); } catch (e) { /* ignore a malformed frame */ }
+      var ev;
+      try { ev = JSON.parse(msg.data); } catch (e) { return; } // ignore a malformed frame
+      handle(ev);
     };
     socket.onclose = function (e) {
       document.body.classList.remove("ws-open");
-      if (ended || e.code === 4401 || e.code === 4404) return;
+      if ((ended && data.live === "0") || e.code === 4401 || e.code === 4404 || e.code === 4400) return;
       setTimeout(connect, retry);
       retry = Math.min(retry * 2, 10000);
     };
   }
 
-  if (script.getAttribute("data-live") === "1") connect();
+  bindEdits(document);
+  refresh(["tree"]); // the tree loads on demand, after the first screen
+  if (data.live === "1") {
+    document.body.classList.add("following");
+    connect();
+  }
 })();
