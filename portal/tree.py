@@ -47,14 +47,17 @@ class Tree:
     hidden: int  # segments beyond MAX_ROWS
 
 
-def message_tree(trace_id: str, path: list[int], viewing: int) -> Tree:
+def message_tree(trace_id: str, path: list[int], viewing: int, head: int) -> Tree:
     """The segments of the trace's tree in display order, those on `path` (the
     viewed path's sequences) flat at depth 0, side branches indented under the
-    message they fork from."""
-    segments = _segments(trace_id)
+    message they fork from. `viewing` and the trace's `head` end branches even
+    where a segment goes on past them (a reflection hangs from the head)."""
+    # where a branch leaves a segment: the heads, and each place the path jumps
+    on_path = set(path)
+    ends = {viewing, head} | {sequence for sequence in path if sequence + 1 not in on_path}
+    segments = _split(_segments(trace_id), ends)
     if not segments:
         return Tree([], [], 0)
-    on_path = set(path)
     firsts = [s.first for s in segments]
     roots: list[Segment] = []
     for segment in segments:
@@ -68,13 +71,15 @@ def message_tree(trace_id: str, path: list[int], viewing: int) -> Tree:
         segment.depth = depth
         rows.append(segment)
         # Below a segment: the branches that fork from it, indented, oldest first;
-        # then, at its depth, the one it continues into (the path's, or an only child).
+        # then, at its depth, the one it continues into (the path's; off the path, an
+        # only child).
         kids = segment.children
-        main = next((k for k in kids if k.on_path), kids[0] if len(kids) == 1 else None)
+        alone = kids[0] if len(kids) == 1 and not segment.on_path else None
+        main = next((k for k in kids if k.on_path), alone)
         if main is not None:
             stack.append((main, depth))
         stack.extend((kid, depth + 1) for kid in sorted(kids, key=lambda s: -s.first) if kid is not main)
-    tips = [s for s in segments if s.is_tip]
+    tips = [s for s in segments if s.is_tip or s.last in (viewing, head)]
     tips.sort(key=lambda s: (s.first <= viewing <= s.last, s.last), reverse=True)
     _describe(trace_id, rows[:MAX_ROWS])
     return Tree(rows[:MAX_ROWS], tips, max(0, len(rows) - MAX_ROWS))
@@ -97,6 +102,19 @@ def _segments(trace_id: str) -> list[Segment]:
     for segment in segments:
         segment.parent = parents.get(segment.first)
     return segments
+
+
+def _split(segments: list[Segment], ends: set[int]) -> list[Segment]:
+    """Segments cut after each of `ends` that lies inside one: the rest is a branch from it."""
+    result: list[Segment] = []
+    for segment in segments:
+        for end in sorted(e for e in ends if segment.first <= e < segment.last):
+            result.append(
+                Segment(first=segment.first, last=end, count=end - segment.first + 1, parent=segment.parent)
+            )
+            segment = Segment(first=end + 1, last=segment.last, count=segment.last - end, parent=end)
+        result.append(segment)
+    return result
 
 
 def _segment_of(segments: list[Segment], firsts: list[int], sequence: int | None) -> Segment | None:

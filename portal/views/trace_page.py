@@ -114,7 +114,7 @@ def _plan(request: HttpRequest, trace: Trace, viewing: Viewing) -> dict[str, Any
 
 def _tree(request: HttpRequest, trace: Trace, viewing: Viewing) -> dict[str, Any]:
     page = _page(trace, viewing)
-    return {"tree": message_tree(trace.trace_id, page.sequences, viewing.head)}
+    return {"tree": message_tree(trace.trace_id, page.sequences, viewing.head, trace.head_sequence)}
 
 
 def _subtraces(request: HttpRequest, trace: Trace, viewing: Viewing) -> dict[str, Any]:
