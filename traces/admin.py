@@ -9,6 +9,10 @@ from django.contrib.admin import helpers
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from django.utils.formats import date_format
+from django.utils.html import format_html
+from django.utils.text import Truncator
+from django.utils.timezone import localtime
 
 from traces.collaboration.humans import HUMAN, human_answer
 from traces.models import Approval, Goal, InboxMessage, Message, Trace, TraceEvent
@@ -27,21 +31,28 @@ class GoalInline(admin.TabularInline):
     show_change_link = True
 
 
+def _cut(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters, whole in the title (shown on hover)."""
+    return format_html('<span title="{}">{}</span>', text, Truncator(text).chars(limit))
+
+
 @admin.register(Trace)
 class TraceAdmin(admin.ModelAdmin):
+    # Narrow columns so a row stays a line or two at 1400px beside the filters: ids and
+    # names cut (whole on hover), numbers and dates on one line (traces/admin.css).
     list_display = (
-        "trace_id",
-        "name",
+        "short_id",
+        "short_name",
         "status",
-        "agent_type",
+        "agent",
         "owner",
-        "model",
-        "total_messages",
-        "total_tokens",
+        "short_model",
+        "message_count",
+        "tokens",
         "total_cost",
-        "created_at",
-        "updated_at",
+        "updated",
     )
+    list_display_links = ("short_id", "short_name")
     list_filter = ("status", "needs_attention", "agent_type", "model", "mode")
     search_fields = ("trace_id", "name", "task", "uid")
     date_hierarchy = "created_at"
@@ -67,6 +78,42 @@ class TraceAdmin(admin.ModelAdmin):
     )
     inlines = [GoalInline]
     actions = ["stop_traces", "reflect_traces", "answer_questions"]
+
+    class Media:
+        css = {"all": ("traces/admin.css",)}
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> Any:
+        # The table needs the width the admin's navigation sidebar takes (other pages keep it).
+        return super().changelist_view(request, {**(extra_context or {}), "is_nav_sidebar_enabled": False})
+
+    @admin.display(description="trace id", ordering="trace_id")
+    def short_id(self, trace: Trace) -> str:
+        return _cut(trace.trace_id, 9)
+
+    @admin.display(description="name", ordering="name")
+    def short_name(self, trace: Trace) -> str:
+        return _cut(trace.name or trace.task or "", 60)
+
+    @admin.display(description="agent", ordering="agent_type")
+    def agent(self, trace: Trace) -> str:
+        return trace.agent_type or "-"
+
+    @admin.display(description="model", ordering="model")
+    def short_model(self, trace: Trace) -> str:
+        provider, _, name = (trace.model or "-").rpartition("/")
+        return format_html("{}<wbr>{}", f"{provider}/" if provider else "", name)  # breaks after the provider
+
+    @admin.display(description="messages", ordering="total_messages")
+    def message_count(self, trace: Trace) -> str:
+        return f"{trace.total_messages:,}"
+
+    @admin.display(description="tokens", ordering="total_tokens")
+    def tokens(self, trace: Trace) -> str:
+        return f"{trace.total_tokens:,}"
+
+    @admin.display(description="updated", ordering="updated_at")
+    def updated(self, trace: Trace) -> str:
+        return date_format(localtime(trace.updated_at), "M j, H:i")
 
     @admin.action(description="Stop the selected running traces")
     def stop_traces(self, request: HttpRequest, queryset: QuerySet[Trace]) -> None:

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.scripted_llm import Reply, ToolCall
@@ -114,3 +116,16 @@ def test_admin_approves_a_tool_for_the_rest_of_the_run_and_shows_the_run_setting
     approval.refresh_from_db()
     assert (approval.status, approval.scope) == ("approved", "run")
     assert Trace.objects.get(pk=waiting.trace_id).context["approved_tools"] == {"write": approval.pk}
+
+
+def test_the_changelist_cuts_long_names_and_keeps_numbers_on_one_line(expert_client):
+    name = "Summarise every quarterly report of the last ten years for the board, by region " * 3
+    Trace.objects.create(trace_id="t-long", name=name.strip(), status="completed", total_tokens=1234567)
+
+    page = expert_client.get("/admin/traces/trace/").content.decode()
+
+    assert f'title="{name.strip()}"' in page  # whole on hover
+    shown = re.search(r'<span title="[^"]*">([^<]*)</span>', page.split('class="field-short_name"')[1])
+    assert shown and len(shown.group(1)) <= 60 and shown.group(1).endswith("…")
+    assert "1,234,567" in page and 'title="t-long"' in page
+    assert "traces/admin.css" in page
