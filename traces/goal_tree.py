@@ -28,6 +28,7 @@ EMPTY_STATS: dict[str, Any] = {
     "completion_tokens": 0,
     "total_tokens": 0,
     "total_cost": 0.0,
+    "unpriced_calls": 0,  # model calls with no price: total_cost leaves them out
     "duration_ms": 0,
 }
 CLOSED = (GoalStatus.COMPLETED, GoalStatus.ABANDONED)
@@ -36,6 +37,7 @@ STATS_FLUSH_SECONDS = 1.0
 FLUSHED_FIELDS = (
     "status",
     "summary",
+    "left_open",
     "self_stats",
     "cumulative_stats",
     "sub_trace_ids",
@@ -213,6 +215,38 @@ class GoalTree:
             {"goal_id": goal.goal_id, "status": status, "summary": goal.summary},
         )
 
+    def leave_open(self, run_status: str) -> list[Goal]:
+        """A run ended with `run_status`: mark the goals still open (stored, emitted).
+
+        Their status stays what the agent left (see docs/ARCHITECTURE.md, "Goals
+        a run leaves open"): a later run of the trace takes them up again
+        (`reopen`). Returns the goals marked.
+        """
+        marked = [g for _, g in self.walk() if g.status not in CLOSED and g.left_open != run_status]
+        for goal in marked:
+            goal.left_open = run_status
+            self._updated_left_open(goal)
+        return marked
+
+    def reopen(self) -> None:
+        """A new run of the trace: the goals the last one left open are open again."""
+        for _, goal in self.walk():
+            if goal.left_open:
+                goal.left_open = ""
+                self._updated_left_open(goal)
+
+    def _updated_left_open(self, goal: Goal) -> None:
+        self._dirty.add(goal.goal_id)
+        self.emit(
+            "goal_updated",
+            {
+                "goal_id": goal.goal_id,
+                "status": goal.status,
+                "summary": goal.summary,
+                "left_open": goal.left_open or None,
+            },
+        )
+
     def ensure_root(self, description: str) -> Goal:
         """R9: a plan-less run gets one root goal, focused."""
         goal = self.add(description[:500] or "Complete the task", reason="auto root goal")
@@ -226,9 +260,14 @@ class GoalTree:
         prompt_tokens: int = 0,
         completion_tokens: int = 0,
         cost: float | None = None,
+        unpriced: bool = False,
         duration_ms: int = 0,
     ) -> None:
-        """Add one message's figures to its goal (self) and the goal's ancestors (cumulative)."""
+        """Add one message's figures to its goal (self) and the goal's ancestors (cumulative).
+
+        `unpriced`: the message is a model call with no known price; it is
+        counted (`unpriced_calls`) so the goal's cost does not pass for complete.
+        """
         goal = self.goals.get(goal_id or "")
         if goal is None:
             return
@@ -238,6 +277,7 @@ class GoalTree:
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
             "total_cost": cost or 0.0,
+            "unpriced_calls": int(unpriced),
             "duration_ms": duration_ms,
         }
         goal.self_stats = _add(goal.self_stats, delta)
@@ -333,6 +373,8 @@ class GoalTree:
             "parent_id": goal.parent_id,
             "type": goal.type,
             "status": goal.status,
+            # How the last run ended while this goal was open (None: not left open).
+            "left_open": goal.left_open or None,
             "summary": goal.summary,
             "sub_trace_ids": goal.sub_trace_ids,
             "agent_call_mode": goal.agent_call_mode,

@@ -21,6 +21,21 @@ class TraceStatus(models.TextChoices):
     STOPPED = "stopped"
 
 
+class CostState(models.TextChoices):
+    """How much of a trace's cost is known (Trace.unpriced_calls)."""
+
+    KNOWN = "known"  # every model call was priced: total_cost is the cost
+    PARTIAL = "partial"  # some were not: total_cost is a lower bound
+    UNKNOWN = "unknown"  # none with a price: total_cost says nothing
+
+
+def cost_state(cost: float, unpriced_calls: int) -> CostState:
+    """The state of a cost summed over priced calls, `unpriced_calls` calls left out."""
+    if not unpriced_calls:
+        return CostState.KNOWN
+    return CostState.PARTIAL if cost > 0 else CostState.UNKNOWN
+
+
 class Trace(models.Model):
     """One agent execution. Main agents, sub-agents and human requests alike."""
 
@@ -56,6 +71,9 @@ class Trace(models.Model):
     total_completion_tokens = models.IntegerField(default=0)
     total_cost = models.FloatField(default=0.0)
     total_duration_ms = models.BigIntegerField(default=0)
+    # Model calls with no known price (Message.cost null): total_cost sums the
+    # others only, so it is exact when this is 0 and a lower bound otherwise.
+    unpriced_calls = models.IntegerField(default=0)
 
     last_sequence = models.IntegerField(default=0)
     head_sequence = models.IntegerField(default=0)
@@ -101,6 +119,10 @@ class Trace(models.Model):
     @property
     def is_active(self) -> bool:
         return self.status == TraceStatus.RUNNING
+
+    @property
+    def cost_state(self) -> CostState:
+        return cost_state(self.total_cost, self.unpriced_calls)
 
 
 class MessageKind(models.TextChoices):
@@ -161,6 +183,11 @@ class Message(models.Model):
 
     def __str__(self) -> str:
         return self.message_id
+
+    @property
+    def is_model_reply(self) -> bool:
+        """Whether a model call wrote this message (its figures are the call's)."""
+        return self.role == "assistant" and self.kind in (MessageKind.PLAIN, MessageKind.REFLECT)
 
     @staticmethod
     def make_id(trace_id: str, sequence: int) -> str:
@@ -242,6 +269,9 @@ class Goal(models.Model):
     sub_trace_metadata = models.JSONField(blank=True, null=True)
     self_stats = models.JSONField(default=dict, blank=True)
     cumulative_stats = models.JSONField(default=dict, blank=True)
+    # How the trace's last run ended ("completed", "failed", "stopped") while this
+    # goal was still open; "" while a run goes on or once the goal is closed.
+    left_open = models.CharField(max_length=16, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

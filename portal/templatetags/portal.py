@@ -5,9 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from django import template
+from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from portal.markdown import content_text, pretty_arguments, render_markdown
+from traces.models import Trace, cost_state
+from traces.totals import Totals, cost_note, cost_text, dollars
 
 register = template.Library()
 
@@ -29,12 +32,35 @@ def arguments(value: Any) -> str:
 
 @register.filter
 def cost(value: Any) -> str:
+    """One figure (a message's cost): "—" when unknown. Totals use `trace_cost`."""
     if value is None:
         return "—"
-    value = float(value)
-    if value == 0:
-        return "$0"
-    return f"${value:.4f}" if value < 1 else f"${value:.2f}"
+    return dollars(float(value))
+
+
+def _cost_html(total: float, unpriced_calls: int) -> str:
+    note = cost_note(total, unpriced_calls)
+    if not note:
+        return cost_text(total, unpriced_calls)
+    state = cost_state(total, unpriced_calls)
+    return format_html(
+        '<span class="cost-{}" title="{}">{}</span>', state, note, cost_text(total, unpriced_calls)
+    )
+
+
+@register.filter
+def trace_cost(value: Trace | Totals) -> str:
+    """A trace's (or `trace_totals` figures') cost: "$0.0123", "≥ $0.0123" or "unknown",
+    with a title saying how many calls were unpriced."""
+    if isinstance(value, Totals):
+        return _cost_html(value.cost, value.unpriced_calls)
+    return _cost_html(value.total_cost, value.unpriced_calls)
+
+
+@register.filter
+def stats_cost(stats: dict[str, Any]) -> str:
+    """A goal's self or cumulative stats' cost, read as `trace_cost`."""
+    return _cost_html(float(stats.get("total_cost") or 0.0), int(stats.get("unpriced_calls") or 0))
 
 
 @register.filter

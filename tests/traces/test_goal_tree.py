@@ -8,9 +8,11 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+from tests.scripted_llm import Reply, ToolCall
 from traces import goal_tree as goal_tree_module
 from traces.goal_tree import EMPTY_STATS, FLUSHED_FIELDS, GoalError, GoalTree
-from traces.models import Goal, GoalStatus, Trace
+from traces.models import Goal, GoalStatus, Trace, TraceEvent
+from traces.runner import RunConfig
 
 
 @pytest.fixture
@@ -112,7 +114,7 @@ def test_record_stats_adds_to_the_goal_itself_and_cumulatively_to_its_ancestors(
     root = tree.add("Root")
     child = tree.add("Child", parent=root)
     tree.record_stats(child.goal_id, prompt_tokens=100, completion_tokens=20, cost=0.5, duration_ms=300)
-    tree.record_stats(child.goal_id, prompt_tokens=10, completion_tokens=2, cost=None, duration_ms=30)
+    tree.record_stats(child.goal_id, prompt_tokens=10, completion_tokens=2, unpriced=True, duration_ms=30)
     tree.record_stats(root.goal_id, prompt_tokens=1)
     tree.record_stats("no such goal", prompt_tokens=1000)
     tree.record_stats(None, prompt_tokens=1000)
@@ -126,15 +128,18 @@ def test_record_stats_adds_to_the_goal_itself_and_cumulatively_to_its_ancestors(
             "completion_tokens": 22,
             "total_tokens": 132,
             "total_cost": 0.5,
+            "unpriced_calls": 1,  # the second call had no price: 0.5 is a lower bound
             "duration_ms": 330,
         }
     )
     assert root.self_stats["message_count"] == 1 and root.self_stats["total_tokens"] == 1
+    assert root.self_stats["unpriced_calls"] == 0 and root.cumulative_stats["unpriced_calls"] == 1
     assert root.cumulative_stats["message_count"] == 3 and root.cumulative_stats["total_tokens"] == 133
 
-    tree.add_cumulative(child.goal_id, {"message_count": 5, "total_cost": 0.25})
+    tree.add_cumulative(child.goal_id, {"message_count": 5, "total_cost": 0.25, "unpriced_calls": 2})
     assert child.self_stats["message_count"] == 2  # a sub-trace's figures are not the goal's own
     assert child.cumulative_stats["message_count"] == 7 and root.cumulative_stats["total_cost"] == 0.75
+    assert root.cumulative_stats["unpriced_calls"] == 3  # an unpriced sub-trace leaves the sum partial
 
 
 def test_pending_writes_insert_new_goals_and_update_changed_ones_figures_when_due(tree, monkeypatch):
@@ -237,3 +242,129 @@ def test_snapshot_lists_the_goals_in_document_order_with_the_focus(tree):
         ("1", "First"),
         ("1.1", "Child"),
     ]
+
+
+def test_leave_open_marks_the_open_goals_once_and_reopen_clears_the_marks(tree, events):
+    survey, report, notes = tree.add("Survey"), tree.add("Report"), tree.add("Notes")
+    tree.focus(survey)
+    tree.complete(notes, "written")  # out of focus: survey keeps it
+    tree.mark_flushed(stats=True)
+    events.clear()
+
+    assert tree.leave_open("completed") == [survey, report]
+    assert tree.leave_open("completed") == []  # already marked: no second event
+
+    assert (survey.status, survey.left_open) == (GoalStatus.IN_PROGRESS, "completed")  # status as left
+    assert (report.status, report.left_open) == (GoalStatus.PENDING, "completed")
+    assert notes.left_open == "" and tree.current is survey
+    assert events == [
+        (
+            "goal_updated",
+            {"goal_id": "1", "status": "in_progress", "summary": None, "left_open": "completed"},
+        ),
+        ("goal_updated", {"goal_id": "2", "status": "pending", "summary": None, "left_open": "completed"}),
+    ]
+    assert {goal.goal_id: values["left_open"] for goal, values in tree.pending_writes()[1]} == {
+        "1": "completed",
+        "2": "completed",
+    }
+    assert tree.goal_dict(survey)["left_open"] == "completed" and tree.goal_dict(notes)["left_open"] is None
+    tree.mark_flushed(stats=True)
+    events.clear()
+
+    tree.reopen()
+
+    assert survey.left_open == report.left_open == "" and survey.status == GoalStatus.IN_PROGRESS
+    assert [payload["left_open"] for _, payload in events] == [None, None]
+    assert [goal.goal_id for goal, _ in tree.pending_writes()[1]] == ["1", "2"]
+
+
+# --- through the runner: what a run's end does to the plan -------------------------------
+
+
+def goal_call(action: str, **kwargs: Any) -> ToolCall:
+    return ToolCall("goal", {"action": action, **kwargs})
+
+
+def user(text: str) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": text}]
+
+
+def stored_goals(trace_id: str) -> dict[str, tuple[str, str]]:
+    return {g.description: (g.status, g.left_open) for g in Goal.objects.filter(trace_id=trace_id)}
+
+
+def event_types(trace_id: str) -> list[tuple[str, Any]]:
+    return [
+        (e.type, e.payload.get("left_open", "-") if e.type == "goal_updated" else None)
+        for e in TraceEvent.objects.filter(trace_id=trace_id).order_by("event_id")
+    ]
+
+
+@pytest.mark.django_db
+def test_a_completed_run_leaves_its_open_goals_marked_and_a_continue_takes_them_up(
+    runner, llm, api_client, expert
+):
+    llm.script(
+        "scripted",
+        [
+            Reply(
+                tool_calls=[goal_call("add", description="Survey"), goal_call("add", description="Report")]
+            ),
+            Reply(tool_calls=[goal_call("focus", target="1")]),
+            Reply(text="Here is what I found."),
+        ],
+    )
+    first = runner.run_result(user("survey and report"), RunConfig())
+
+    assert first.status == "completed"
+    assert stored_goals(first.trace_id) == {
+        "Survey": ("in_progress", "completed"),
+        "Report": ("pending", "completed"),
+    }
+    types = event_types(first.trace_id)
+    assert types[-3:] == [("goal_updated", "completed"), ("goal_updated", "completed"), ("final", None)]
+    tree = api_client(expert).get(f"/api/traces/{first.trace_id}").json()["goal_tree"]
+    assert [(g["description"], g["status"], g["left_open"]) for g in tree["goals"]] == [
+        ("Survey", "in_progress", "completed"),
+        ("Report", "pending", "completed"),
+    ]
+    assert tree["current_id"] == Goal.objects.get(trace_id=first.trace_id, description="Survey").goal_id
+
+    # A continue: the marks go as the run starts, the focus is where it was, and
+    # the plan works on: done moves on to the next open goal.
+    llm.script(
+        "scripted",
+        [Reply(tool_calls=[goal_call("done", summary="surveyed")]), Reply(text="Report in progress.")],
+    )
+    runner.run_result(user("go on"), RunConfig(trace_id=first.trace_id))
+
+    assert stored_goals(first.trace_id) == {
+        "Survey": ("completed", ""),
+        "Report": ("in_progress", "completed"),  # left open again by this run's end
+    }
+    second = event_types(first.trace_id)[len(types) :]
+    started = second.index(("run_started", None))
+    assert second[started + 1 : started + 3] == [("goal_updated", None), ("goal_updated", None)]
+    assert second[-2:] == [("goal_updated", "completed"), ("final", None)]
+
+
+@pytest.mark.django_db
+def test_a_run_stopped_at_its_step_limit_leaves_goals_open_as_stopped_and_waiting_marks_nothing(
+    runner, llm, integrator
+):
+    llm.script("scripted", [Reply(tool_calls=[goal_call("add", description="Long job")])])
+    paused = runner.run_result(user("a long job"), RunConfig(max_iterations=1))
+    assert paused.status == "stopped"
+    assert stored_goals(paused.trace_id) == {"Long job": ("in_progress", "stopped")}
+
+    llm.script(
+        "scripted",
+        [Reply(tool_calls=[ToolCall("write", {"path": "out.txt", "content": "x"})]), Reply(text="written")],
+    )
+    waiting = runner.run_result(
+        user("write it"),
+        RunConfig(trace_id=paused.trace_id, confirm_policy="ask-risky", owner_id=integrator.pk),
+    )
+    assert waiting.status == "waiting"  # paused inside a step for an expert: nothing was left
+    assert stored_goals(paused.trace_id) == {"Long job": ("in_progress", "")}

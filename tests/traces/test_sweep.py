@@ -13,7 +13,7 @@ import pytest
 from django.utils import timezone
 
 from tests.scripted_llm import Reply, ToolCall
-from traces.models import Message, Trace, TraceEvent, TraceStatus
+from traces.models import Goal, GoalStatus, Message, Trace, TraceEvent, TraceStatus
 from traces.runner import AgentRunner, RunConfig
 from traces.services.sweep import runs_sweep_stale, trace_recover
 from traces.tasks import SWEEP_SCHEDULE_NAME, SWEEP_TASK, on_worker_start
@@ -132,6 +132,25 @@ def test_a_run_that_died_after_its_final_answer_is_completed(integrator, enqueue
     final = TraceEvent.objects.get(trace=trace, type="final")
     assert final.payload["result"] == "Two files." and final.event_id == trace.last_event_id
     assert enqueued == []
+
+
+def test_a_run_the_sweep_ends_leaves_its_open_goals_marked_before_the_end_event(integrator, enqueued):
+    answer = [*MID_STEP[:2], {"role": "assistant", "content": "Two files."}]
+    trace = dead_run(integrator, answer, current_goal_id="1")
+    Goal.objects.create(trace=trace, goal_id="1", description="Count", status=GoalStatus.IN_PROGRESS)
+    Goal.objects.create(trace=trace, goal_id="2", description="Check", status=GoalStatus.COMPLETED)
+
+    assert runs_sweep_stale().completed == [trace.trace_id]
+
+    goals = dict(Goal.objects.filter(trace=trace).values_list("goal_id", "left_open"))
+    assert goals == {"1": "completed", "2": ""}
+    trace.refresh_from_db()
+    events = list(TraceEvent.objects.filter(trace=trace).order_by("event_id"))
+    assert [(e.type, e.payload.get("left_open")) for e in events] == [
+        ("goal_updated", "completed"),
+        ("final", None),
+    ]
+    assert events[-1].event_id == trace.last_event_id and events[-1].payload["cost_state"] == "known"
 
 
 def test_a_dead_run_asked_to_stop_ends_stopped(integrator, enqueued):

@@ -16,9 +16,10 @@ from traces.api.fields import (
     StrictIntegerField,
 )
 from traces.goal_tree import GoalTree
-from traces.models import Message, Trace, TraceEvent, TraceStatus
+from traces.models import CostState, Message, Trace, TraceEvent, TraceStatus
 from traces.runner.run_settings import LLM_PARAMS_ALLOWED, MAX_ITERATIONS_LIMIT, POLICY_ORDER
 from traces.storable import without_nul
+from traces.totals import trace_totals
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -40,6 +41,8 @@ SUMMARY_FIELDS = [
     "total_prompt_tokens",
     "total_completion_tokens",
     "total_cost",
+    "unpriced_calls",
+    "cost_state",
     "total_duration_ms",
     "last_sequence",
     "head_sequence",
@@ -58,6 +61,9 @@ class TraceSerializer(serializers.ModelSerializer):
         slug_field="username", read_only=True, allow_null=True
     )
     parent_trace_id = serializers.CharField(read_only=True, allow_null=True)
+    # total_cost sums the priced model calls: exact when "known", a lower bound
+    # when "partial", meaningless when "unknown" (docs/API.md).
+    cost_state = serializers.ChoiceField(choices=CostState.choices, read_only=True)
 
     class Meta:
         model = Trace
@@ -80,6 +86,9 @@ class GoalSerializer(serializers.Serializer):
     parent_id = serializers.CharField(allow_null=True)
     type = serializers.CharField()
     status = serializers.CharField()
+    left_open = serializers.ChoiceField(
+        choices=[TraceStatus.COMPLETED, TraceStatus.FAILED, TraceStatus.STOPPED], allow_null=True
+    )
     summary = serializers.CharField(allow_null=True)
     sub_trace_ids = serializers.ListField(child=serializers.CharField(), allow_null=True)
     agent_call_mode = serializers.CharField(allow_null=True)
@@ -93,9 +102,27 @@ class GoalTreeSerializer(serializers.Serializer):
     goals = GoalSerializer(many=True)
 
 
+class FiguresSerializer(serializers.Serializer):
+    messages = serializers.IntegerField()
+    tokens = serializers.IntegerField()
+    prompt_tokens = serializers.IntegerField()
+    completion_tokens = serializers.IntegerField()
+    cost = serializers.FloatField()
+    unpriced_calls = serializers.IntegerField()
+    cost_state = serializers.ChoiceField(choices=CostState.choices)
+    duration_ms = serializers.IntegerField()
+
+
+class TotalsSerializer(serializers.Serializer):
+    own = FiguresSerializer()
+    with_sub_traces = FiguresSerializer()
+    sub_traces = serializers.IntegerField()
+
+
 class TraceDetailSerializer(TraceSerializer):
     goal_tree = serializers.SerializerMethodField()
     sub_traces = SubTraceSerializer(many=True, read_only=True)
+    totals = serializers.SerializerMethodField()
 
     class Meta(TraceSerializer.Meta):
         fields = [
@@ -106,12 +133,17 @@ class TraceDetailSerializer(TraceSerializer):
             "context",
             "goal_tree",
             "sub_traces",
+            "totals",
         ]
         read_only_fields = fields
 
     @extend_schema_field(GoalTreeSerializer)
     def get_goal_tree(self, trace: Trace) -> dict[str, Any]:
         return GoalTree.load(trace).snapshot()
+
+    @extend_schema_field(TotalsSerializer)
+    def get_totals(self, trace: Trace) -> dict[str, Any]:
+        return trace_totals(trace).as_dict()
 
 
 class MessageSerializer(serializers.ModelSerializer):

@@ -110,6 +110,7 @@ def run_remote(
             "completion_tokens": 0,
             "total_tokens": int(trace.get("total_tokens") or 0),
             "total_cost": float(trace.get("total_cost") or 0.0),
+            "unpriced_calls": int(trace.get("unpriced_calls") or 0),
             "duration_ms": 0,
         },
         remote=agent.base_url,

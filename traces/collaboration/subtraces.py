@@ -178,6 +178,7 @@ def child_stats(before: dict[str, Any] | None, after: Trace | None) -> dict[str,
         "completion_tokens": after.total_completion_tokens - before.get("total_completion_tokens", 0),
         "total_tokens": after.total_tokens - before.get("total_tokens", 0),
         "total_cost": round((after.total_cost or 0.0) - before.get("total_cost", 0.0), 10),
+        "unpriced_calls": after.unpriced_calls - before.get("unpriced_calls", 0),
         "duration_ms": after.total_duration_ms - before.get("total_duration_ms", 0),
     }
 
@@ -188,6 +189,7 @@ STAT_FIELDS = (
     "total_completion_tokens",
     "total_tokens",
     "total_cost",
+    "unpriced_calls",
     "total_duration_ms",
 )
 

@@ -256,10 +256,12 @@ class AgentRunner(RunSetup, ModelCalls, ContextManagement, ToolCalls):
         for count_outcome in extensions.on_end:  # M5: outcomes, counted with the final commit
             count_outcome(trace, status, run.store.defer)
         if status == TraceStatus.WAITING:
-            trace.completed_at = None
-        elif RUN_APPROVED in (trace.context or {}):
-            # "approve the rest of this run" ends with the run
-            trace.context = {k: v for k, v in trace.context.items() if k != RUN_APPROVED}
+            trace.completed_at = None  # paused inside a step: its goals stay open, unmarked
+        else:
+            run.goal_tree.leave_open(status)  # goal_updated events before the end event
+            if RUN_APPROVED in (trace.context or {}):
+                # "approve the rest of this run" ends with the run
+                trace.context = {k: v for k, v in trace.context.items() if k != RUN_APPROVED}
         event = END_EVENTS.get(status, "error")
         run.store.emit(
             event,
@@ -270,6 +272,7 @@ class AgentRunner(RunSetup, ModelCalls, ContextManagement, ToolCalls):
                 "head_sequence": trace.head_sequence,
                 "total_tokens": trace.total_tokens,
                 "total_cost": trace.total_cost,
+                "cost_state": trace.cost_state.value,
                 **({"reason": reason} if reason else {}),
             },
         )

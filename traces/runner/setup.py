@@ -231,6 +231,7 @@ class RunSetup(RunnerBase):
             run.store.emit(
                 "run_started", {"mode": mode, "model": model.model, "after_sequence": config.after_sequence}
             )
+            run.goal_tree.reopen()  # what the last run left open is this run's to take up
             self._load_path(run, plan.kept)
             run.pending_calls = plan.pending_calls
             if plan.pending_calls:

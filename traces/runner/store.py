@@ -44,6 +44,7 @@ TRACE_FIELDS = [
     "total_prompt_tokens",
     "total_completion_tokens",
     "total_cost",
+    "unpriced_calls",
     "total_duration_ms",
     "last_sequence",
     "head_sequence",
@@ -184,6 +185,10 @@ class RunStore:
         trace.total_completion_tokens += completion
         trace.total_tokens += prompt + completion
         trace.total_cost = round(trace.total_cost + (message.cost or 0.0), 10)
+        # A model call without a price is unknown, not free: counted, so the
+        # total says it is a lower bound (Trace.cost_state).
+        unpriced = message.cost is None and message.is_model_reply
+        trace.unpriced_calls += unpriced
         trace.total_duration_ms += message.duration_ms or 0
         if self.goal_tree is not None:
             self.goal_tree.record_stats(
@@ -191,6 +196,7 @@ class RunStore:
                 prompt_tokens=prompt,
                 completion_tokens=completion,
                 cost=message.cost,
+                unpriced=unpriced,
                 duration_ms=message.duration_ms or 0,
             )
         self._messages.append(message)

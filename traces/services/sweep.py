@@ -37,7 +37,8 @@ from django.utils import timezone
 
 from memory.services import experience_record_outcome
 from traces import events as event_bus
-from traces.models import Trace, TraceStatus
+from traces.goal_tree import GoalTree
+from traces.models import Trace, TraceStatus, cost_state
 from traces.notifications import notify_run_ended
 from traces.runner import InvalidRun, RunConfig
 from traces.runner.prepare import plan_existing, text_of
@@ -162,6 +163,18 @@ def _record_outcome(trace_id: str, status: str) -> None:
         Trace.objects.filter(pk=trace_id).update(context=trace.context)
 
 
+def _leave_goals_open(trace_id: str, status: str) -> None:
+    """Mark the goals still open, as a run's own end does (goal_updated events)."""
+    trace = Trace.objects.only("trace_id", "current_goal_id", "context").get(pk=trace_id)
+
+    def emit(kind: str, payload: dict[str, Any]) -> None:
+        event_bus.event_append(trace_id, kind, payload)
+
+    tree = GoalTree.load(trace, emit=emit)
+    tree.leave_open(status)
+    tree.flush()
+
+
 def _end(
     trace_id: str,
     token: int,
@@ -190,7 +203,6 @@ def _end(
             "error_message": error,
             "completed_at": now,
             "updated_at": now,
-            "last_event_id": F("last_event_id") + 1,
         }
         if result is not None:
             changes["result_summary"] = result
@@ -198,12 +210,15 @@ def _end(
             return False
         if status in (TraceStatus.COMPLETED, TraceStatus.FAILED):
             _record_outcome(trace_id, status)
-        row = Trace.objects.values("head_sequence", "total_tokens", "total_cost").get(pk=trace_id)
+        # The row is ours until commit (the update's lock): goal events, then the end event.
+        _leave_goals_open(trace_id, status)
+        figures = Trace.objects.values("head_sequence", "total_tokens", "total_cost", "unpriced_calls")
+        row: dict[str, Any] = dict(figures.get(pk=trace_id))
+        row["cost_state"] = cost_state(row["total_cost"], row.pop("unpriced_calls")).value
         event_bus.event_append(
             trace_id,
             END_EVENTS[status],
             {"status": status, "result": result, "error": error, "reason": reason or error, **row},
-            id_taken=True,
         )
         if status == TraceStatus.FAILED:  # a run the sweep gives up on fails like any other
             notify_run_ended(Trace.objects.get(pk=trace_id), status)

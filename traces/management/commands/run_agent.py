@@ -15,6 +15,7 @@ from traces.models import ApprovalStatus, Message, Trace, TraceStatus
 from traces.runner import AgentRunner, RunConfig, RunError, run_settings
 from traces.runner.tool_call import ToolCall
 from traces.services.approvals import approval_decide, approvals_for
+from traces.totals import cost_text
 
 EXIT_CODES: dict[str, int] = {
     TraceStatus.COMPLETED: 0,
@@ -257,7 +258,7 @@ class Command(BaseCommand):
         sys.stdout.flush()
 
     def _print_summary(self, trace: Trace) -> None:
-        cost = f"${trace.total_cost:.4f}" if trace.total_cost else "unknown cost"
+        cost = f"cost {cost_text(trace.total_cost, trace.unpriced_calls)}"
         self.stdout.write(
             f"\ntrace {trace.trace_id} {trace.status}: {trace.total_messages} messages, "
             f"{trace.total_tokens} tokens, {cost}, head {trace.head_sequence}"
