@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from django.core.management import CommandError, call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
+from tests.factories import make_trace
 from tests.scripted_llm import Reply, ScriptedLLM, ToolCall
+from traces.models import Approval, Message, Trace
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.e2e
@@ -167,3 +174,128 @@ def test_run_agent_takes_run_settings_as_flags(cli_env: dict[str, Any], scripted
 
     bad = run_agent(cli_env, "--temperature", "5", "look")
     assert bad.returncode == 2 and "temperature" in bad.stderr
+
+
+# --- run_agent --show: the main path at a terminal (call_command, the test database) ---
+
+
+def linear_trace(count: int, **fields: Any) -> Trace:
+    """A trace of `count` messages in one chain (one segment), user/assistant by turns."""
+    trace = make_trace(None, name="long one", **fields)
+    Message.objects.bulk_create(
+        Message(
+            message_id=Message.make_id(trace.trace_id, sequence),
+            trace=trace,
+            role="user" if sequence % 2 else "assistant",
+            sequence=sequence,
+            parent_sequence=sequence - 1 or None,
+            segment_start=1,
+            content=f"message {sequence}",
+        )
+        for sequence in range(1, count + 1)
+    )
+    Trace.objects.filter(pk=trace.pk).update(last_sequence=count, head_sequence=count, total_messages=count)
+    trace.refresh_from_db()
+    return trace
+
+
+def show(*args: str) -> str:
+    out = io.StringIO()
+    call_command("run_agent", "--show", *args, stdout=out)
+    return out.getvalue()
+
+
+@pytest.mark.django_db
+def test_show_prints_the_main_path_with_tool_calls_and_branch_points():
+    trace = make_trace(
+        None, messages=[("system", "be brief"), ("user", "start"), ("assistant", "old answer")]
+    )
+    for sequence, parent, role, content, calls in (
+        (4, 2, "user", "do it\n  differently", None),
+        (
+            5,
+            4,
+            "assistant",
+            "",
+            [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}],
+        ),
+        (6, 5, "tool", "README.md", None),
+    ):
+        Message.objects.create(
+            message_id=Message.make_id(trace.trace_id, sequence),
+            trace=trace,
+            role=role,
+            sequence=sequence,
+            parent_sequence=parent,
+            segment_start=4,
+            content=content,
+            tool_calls=calls,
+            tool_call_id="c1" if role == "tool" else None,
+            name="bash" if role == "tool" else None,
+        )
+    Trace.objects.filter(pk=trace.pk).update(last_sequence=6, head_sequence=6, status="waiting")
+    Approval.objects.create(trace=trace, tool_call_id="c2", message_sequence=5, tool_name="write")
+
+    printed = show(trace.trace_id)
+
+    lines = printed.splitlines()
+    assert "[   2] user      start" in lines
+    assert (
+        "       branch point, side branch from here: #3" == lines[lines.index("[   2] user      start") + 1]
+    )
+    assert "[   4] user      do it differently" in lines
+    assert "[   5] assistant -> bash" in lines and "[   6] tool      bash: README.md" in lines
+    assert "old answer" not in printed  # off the main path
+    assert "side branches leave the main path at: #2 -> #3" in lines
+    assert "waiting: approval of write" in lines
+    assert f"trace {trace.trace_id} waiting: " in printed  # the status line, as after a run
+
+
+@pytest.mark.django_db
+def test_show_pages_a_10000_message_trace_in_a_few_queries():
+    trace = linear_trace(10_000)
+
+    with CaptureQueriesContext(connection) as queries:
+        started = time.monotonic()
+        tail = show(trace.trace_id, "--last", "5")
+        elapsed = time.monotonic() - started
+    assert len(queries) <= 5 and elapsed < 5
+    shown = re.findall(r"^\[\s*(\d+)\]", tail, re.M)
+    assert shown == ["9996", "9997", "9998", "9999", "10000"]
+    assert f"... 9995 earlier: run_agent --show {trace.trace_id} --from 9991 --last 5" in tail
+    assert "no side branches" in tail
+
+    page = show(trace.trace_id, "--from", "100", "--last", "3")
+    assert re.findall(r"^\[\s*(\d+)\]", page, re.M) == ["100", "101", "102"]
+    assert f"... 9898 later: run_agent --show {trace.trace_id} --from 103 --last 3" in page
+
+    with pytest.raises(CommandError, match=f"--from 20000 is past .* run_agent --show {trace.trace_id}"):
+        show(trace.trace_id, "--from", "20000")
+    with pytest.raises(CommandError, match="does not exist"):
+        show("no-such-trace")
+
+
+@pytest.mark.django_db
+def test_a_refused_after_points_at_show(llm):
+    trace = linear_trace(4, status="completed")
+    Message.objects.create(
+        message_id=Message.make_id(trace.trace_id, 5),
+        trace=trace,
+        role="user",
+        sequence=5,
+        parent_sequence=2,
+        segment_start=5,
+        content="a side branch",
+    )
+    for after, why in (
+        ("99", "does not exist"),
+        ("5", "is on a side branch"),
+        ("0", "must be a message sequence"),
+    ):
+        with pytest.raises(CommandError) as refused:
+            call_command(
+                "run_agent", "--trace", trace.trace_id, "--after", after, "again", stdout=io.StringIO()
+            )
+        message = str(refused.value)
+        assert why in message and "--after" in message and "after_sequence" not in message
+        assert message.endswith(f"pick a sequence from: python manage.py run_agent --show {trace.trace_id}")

@@ -11,11 +11,13 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from memory.reflect import reflect_on_trace
+from traces.management.show import main_path_lines
 from traces.models import ApprovalStatus, Message, Trace, TraceStatus
 from traces.runner import AgentRunner, RunConfig, RunError, run_settings
 from traces.runner.tool_call import ToolCall
 from traces.services.approvals import approval_decide, approvals_for
 from traces.totals import cost_text
+from traces.waiting import traces_waiting_for
 
 EXIT_CODES: dict[str, int] = {
     TraceStatus.COMPLETED: 0,
@@ -74,6 +76,21 @@ class Command(BaseCommand):
             help="staff user recorded as the decider of approvals answered in the terminal (default: expert)",
         )
         parser.add_argument(
+            "--show",
+            metavar="ID",
+            help="print the trace's main path (sequences to rewind at, branch points) and its status",
+        )
+        parser.add_argument(
+            "--last", type=int, default=50, metavar="N", help="with --show: how many messages (default 50)"
+        )
+        parser.add_argument(
+            "--from",
+            type=int,
+            dest="from_sequence",
+            metavar="SEQ",
+            help="with --show: start at this sequence",
+        )
+        parser.add_argument(
             "--reflect",
             nargs="?",
             const="",
@@ -82,6 +99,8 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["show"]:
+            return self._show(options["show"], options["last"], options["from_sequence"])
         task = options["task"]
         if not task and not options["trace_id"]:
             raise CommandError("give a task, or --trace ID to continue a trace")
@@ -158,11 +177,28 @@ class Command(BaseCommand):
                 else:
                     self._print_message(item)
         except RunError as exc:
-            raise CommandError(str(exc), returncode=2) from None
+            raise CommandError(_pointing_at_show(str(exc), config.trace_id), returncode=2) from None
         finally:
             signal.signal(signal.SIGINT, previous)
         assert trace is not None
         return trace
+
+    def _show(self, trace_id: str, last: int, start: int | None) -> None:
+        """`--show ID`: the main path, a page of it, then the status line as after a run."""
+        trace = Trace.objects.filter(pk=trace_id).first()
+        if trace is None:
+            raise CommandError(f"trace {trace_id} does not exist", returncode=2)
+        if last < 1:
+            raise CommandError("--last must be at least 1", returncode=2)
+        style = self.style
+        for line in main_path_lines(
+            trace, last=last, start=start, heading=style.MIGRATE_HEADING, mark=style.WARNING
+        ):
+            self.stdout.write(line)
+        waits = traces_waiting_for([trace]).get(trace.trace_id)
+        if waits:
+            self.stdout.write(style.WARNING(waits))
+        self._print_summary(trace)
 
     def _decide_in_terminal(self, trace: Trace, approver: str) -> bool:
         """G5 at a terminal: approve / deny / edit each waiting call; False when one is left open."""
@@ -269,6 +305,16 @@ class Command(BaseCommand):
             f'continue:  python manage.py run_agent --trace {trace.trace_id} "next message"\n'
             f'rewind:    python manage.py run_agent --trace {trace.trace_id} --after N "new text"'
         )
+
+
+def _pointing_at_show(message: str, trace_id: str | None) -> str:
+    """A refused --after, in the terminal's words: the flag, and where to pick a sequence."""
+    if "after_sequence" not in message:
+        return message
+    message = message.replace("after_sequence", "--after").split("; pick a sequence")[0]
+    if trace_id:
+        message += f"; pick a sequence from: python manage.py run_agent --show {trace_id}"
+    return message
 
 
 def _names(text: str | None) -> list[str] | None:
