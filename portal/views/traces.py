@@ -19,7 +19,7 @@ from django.views.decorators.http import require_GET, require_POST
 from memory.models import AgentPreset
 from portal.conversation import branch_tips, conversation, message_tree
 from portal.forms import AnswerForm, ContinueForm, NewRunForm, ReflectForm
-from portal.templatetags.portal import cost, duration, tokens
+from portal.templatetags.portal import duration, tokens
 from portal.views.common import back_to_trace, refuse, refused
 from traces.collaboration.humans import HUMAN, human_answer
 from traces.filters import ATTENTION, TOP_LEVEL, PortalTraceFilter
@@ -30,6 +30,7 @@ from traces.runner.config import STEP_LIMIT_PREFIX
 from traces.selectors import trace_events, trace_main_path, trace_messages, traces_visible_to
 from traces.services.approvals import approvals_for, may_decide
 from traces.services.runs import trace_continue, trace_reflect, trace_start, trace_stop
+from traces.totals import cost_note, cost_text
 from traces.waiting import traces_waiting_for
 
 PAGE_SIZE = 25
@@ -83,7 +84,8 @@ def _row(trace: Trace, waiting_for: str) -> dict[str, Any]:
         "status": trace.status,
         "waiting_for": waiting_for,
         "tokens": tokens(trace.total_tokens),
-        "cost": cost(trace.total_cost),
+        "cost": cost_text(trace.total_cost, trace.unpriced_calls),  # "unknown", "≥ $0.01", "$0.01"
+        "cost_note": cost_note(trace.total_cost, trace.unpriced_calls),
         "duration": duration(trace.total_duration_ms),
         "messages": trace.total_messages,
         "needs_attention": trace.needs_attention,

@@ -23,6 +23,7 @@
     ["tokens", "cost", "duration"].forEach(function (col) {
       row.querySelector("[data-col=" + col + "]").textContent = trace[col];
     });
+    row.querySelector("[data-col=cost]").title = trace.cost_note; // why a cost is unknown or a lower bound
     var waiting = row.querySelector("[data-col=waiting_for]");
     waiting.textContent = trace.waiting_for;
     waiting.hidden = !trace.waiting_for;

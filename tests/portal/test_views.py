@@ -129,6 +129,25 @@ def test_live_endpoint_reports_only_visible_traces(browser_client, integrator, s
     assert data["traces"][0]["tokens"] == "1.2k" and data["traces"][0]["status"] == "running"
 
 
+def test_list_costs_say_unknown_or_at_least_when_calls_were_unpriced_also_live(browser_client, integrator):
+    known = make_trace(integrator, name="known", total_cost=0.0123)
+    partial = make_trace(integrator, name="partial", total_cost=0.0123, unpriced_calls=2, status="running")
+    unknown = make_trace(integrator, name="unknown", unpriced_calls=3)
+    client = browser_client(integrator)
+
+    page = client.get("/").content.decode()
+
+    cells = dict(re.findall(r'<tr data-trace="([^"]+)".*?data-col="cost">(.*?)</td>', page, re.S))
+    assert cells[known.trace_id] == "$0.0123"
+    assert cells[partial.trace_id] == (
+        '<span class="cost-partial" title="2 model calls had no known price (litellm&#x27;s tables, '
+        'AGENT_MODEL_PRICES): the cost is at least this">≥ $0.0123</span>'
+    )
+    assert cells[unknown.trace_id].endswith(">unknown</span>") and "$0<" not in page
+    (live,) = client.get("/traces/live.json", {"ids": partial.trace_id}).json()["traces"]
+    assert live["cost"] == "≥ $0.0123" and live["cost_note"].startswith("2 model calls had no known price")
+
+
 # --- detail -----------------------------------------------------------------------
 
 
