@@ -31,10 +31,11 @@ from portal.paging import CALL_LOOKBACK, PathPage, path_page
 from portal.tree import message_tree
 from traces.collaboration.humans import HUMAN
 from traces.goal_tree import GoalTree
-from traces.models import ApprovalStatus, InboxMessage, Message, Trace, TraceStatus
+from traces.models import Approval, ApprovalStatus, InboxMessage, Message, Trace, TraceStatus
 from traces.runner.config import STEP_LIMIT_PREFIX
 from traces.selectors import trace_events, traces_visible_to
 from traces.services.approvals import approvals_for, may_decide
+from traces.totals import trace_totals
 
 LIVE_STATUSES = (TraceStatus.RUNNING, TraceStatus.WAITING)
 SHOWN_EVENTS = 300  # the timeline shows the newest events only
@@ -54,6 +55,8 @@ class Viewing:
     after: int | None = None
     at: int | None = None
     page: PathPage | None = None  # read once, by whichever panel needs it first
+    approvals: list[Approval] | None = None  # likewise
+    approvals: list[Approval] | None = None  # likewise
 
 
 def _number(request: HttpRequest, name: str) -> int | None:
@@ -88,13 +91,11 @@ def _viewing(request: HttpRequest, trace: Trace) -> Viewing:
 
 
 def _header(request: HttpRequest, trace: Trace, viewing: Viewing) -> dict[str, Any]:
-    return {}
+    return {"totals": trace_totals(trace)}
 
 
 def _requests(request: HttpRequest, trace: Trace, viewing: Viewing) -> dict[str, Any]:
-    pending = list(
-        approvals_for(user=request.user, trace_id=trace.trace_id).filter(status=ApprovalStatus.PENDING)
-    )
+    pending = [a for a in _approvals(request, trace, viewing) if a.status == ApprovalStatus.PENDING]
     questions = _open_questions(trace)
     return {
         "pending": pending,
@@ -136,9 +137,7 @@ def _subtraces(request: HttpRequest, trace: Trace, viewing: Viewing) -> dict[str
 
 def _side(request: HttpRequest, trace: Trace, viewing: Viewing) -> dict[str, Any]:
     return {
-        "decided": list(
-            approvals_for(user=request.user, trace_id=trace.trace_id).exclude(status=ApprovalStatus.PENDING)
-        ),
+        "decided": [a for a in _approvals(request, trace, viewing) if a.status != ApprovalStatus.PENDING],
         "inbox": list(InboxMessage.objects.filter(to_trace=trace).order_by("-created_at")[:50]),
         "experiences": list(
             Experience.objects.filter(trace=trace).order_by("-created_at").only("code", "rule", "status")[:50]
@@ -158,6 +157,13 @@ def _continue(request: HttpRequest, trace: Trace, viewing: Viewing) -> dict[str,
         "can_continue": can_continue,
         "continue_key": f"{can_continue}:{step_limited}",
     }
+
+
+def _approvals(request: HttpRequest, trace: Trace, viewing: Viewing) -> list[Approval]:
+    """The approvals of the trace and its sub-agents, pending and decided (one read per request)."""
+    if viewing.approvals is None:
+        viewing.approvals = list(approvals_for(user=request.user, trace_id=trace.trace_id))
+    return viewing.approvals
 
 
 def _page(trace: Trace, viewing: Viewing) -> PathPage:
@@ -268,8 +274,7 @@ def trace_detail(request: HttpRequest, trace_id: str) -> HttpResponse:
             "events": list(events.reverse()[:SHOWN_EVENTS])[::-1],  # the newest, oldest first
             "event_count": events.count(),
             "shown_events": SHOWN_EVENTS,
-            # the socket carries the sub-traces' events too once there are any
-            "watch_children": bool(context["sub_traces"]),
+            # where the socket picks up each sub-trace's events (children=1)
             "child_cursors": json.dumps(
                 {child.trace_id: child.last_event_id for _, child, _ in context["sub_traces"]}
             ),

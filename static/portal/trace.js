@@ -11,7 +11,9 @@
   var traceId = data.trace;
   var since = parseInt(data.since, 10) || 0;
   var cursors = JSON.parse(data.cursors || "{}"); // sub-trace id -> its last event id seen
-  var children = data.children === "1";
+  // Always with the sub-traces: a child's first event is in its own log (the parent's
+  // log says nothing until the child is done), and the socket finds new children itself.
+  var children = true;
   var onMain = data.main === "1"; // the newest page of the main path: new messages belong here
   var panelsUrl = data.panels;
   var fragmentUrl = data.fragment;
@@ -152,6 +154,7 @@
   function handleChild(ev) {
     var last = cursors[ev.trace_id] || 0;
     if (ev.event_id <= last) return;
+    if (!last) refresh(["subtraces", "header"]); // a child we had not seen
     cursors[ev.trace_id] = ev.event_id;
     var box = document.querySelector('[data-child-live="' + CSS.escape(ev.trace_id) + '"]');
     var p = ev.payload || {};
@@ -175,7 +178,6 @@
     addEvent(ev);
     if (ev.type.indexOf("subagent_") === 0) {
       refresh(["subtraces", "plan", "header", "requests"]);
-      if (!children) { children = true; reconnect(); } // follow the new sub-traces on this socket
     } else if (ev.type === "rewind" && onMain) {
       // The main path was cut: drop what now lies on the old branch.
       var cut = p.cut_sequence || p.after_sequence || 0;
@@ -205,11 +207,6 @@
     return url;
   }
 
-  function reconnect() {
-    if (socket) { socket.onclose = null; socket.close(); }
-    connect();
-  }
-
   function connect() {
     socket = new WebSocket(watchUrl());
     socket.onopen = function () { retry = 500; document.body.classList.add("ws-open"); };
@@ -226,6 +223,8 @@
     };
   }
 
+  // For the console and the browser tests: drop the socket as a network blip would.
+  window.tracePage = { drop: function () { if (socket) socket.close(); } };
   bindEdits(document);
   refresh(["tree"]); // the tree loads on demand, after the first screen
   if (data.live === "1") {

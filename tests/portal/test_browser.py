@@ -6,6 +6,7 @@ Set PORTAL_SCREENSHOTS=1 to (re)write the README's screenshots in docs/screensho
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -242,3 +243,128 @@ def test_an_xss_payload_in_model_output_stays_inert(page: Any, model: ScriptedLL
     assert page.dialogs == []
     hrefs = messages.locator("a[href]").evaluate_all("links => links.map(a => a.getAttribute('href'))")
     assert not [h for h in hrefs if h.lower().startswith("javascript:")]
+
+
+def figure(page: Any, name: str) -> str:
+    return page.locator(f'[data-figure="{name}"]').inner_text().strip()
+
+
+def test_the_header_and_the_plan_follow_a_run_without_a_reload(page: Any, model: ScriptedLLM) -> None:
+    model.script(
+        "scripted",
+        [
+            Reply(tool_calls=[ToolCall("goal", {"action": "add", "description": "Count the files"})]),
+            Reply(tool_calls=[ToolCall("list_files", {})]),
+            Reply(text="There are no files here at all, so the count is zero.", chunk_delay=0.4),
+        ],
+    )
+    start_run(page, "Count the files", "live header run")
+    page.evaluate("window.loadedOnce = true")  # gone if the page reloads itself
+    # While the last answer still streams: the plan, the figures and the tool result are in.
+    page.wait_for_function("document.getElementById('live-text').textContent.includes('files')")
+    assert figure(page, "messages") not in ("0", "")
+    page.locator("#panel-plan", has_text="Count the files").wait_for()
+    assert page.locator("#trace-status").inner_text().strip() == "running"
+    assert int(figure(page, "messages")) >= 5
+    assert figure(page, "tokens") != "0"
+    assert conversation(page).locator(".toolcall .badge", has_text="no result yet").count() == 0
+    assert conversation(page).locator(".toolcall .tool-name", has_text="list_files").count() == 1
+    assert int(page.locator("#event-count").inner_text()) == page.locator("#events li").count()
+    wait_for_status(page, "completed")
+    page.wait_for_selector("text=the count is zero")
+    # the goal the agent never closed says so, rather than "in progress" forever
+    page.locator("#panel-plan li.goal", has_text="Count the files").locator(".badge.left-open").wait_for()
+    open_goals = page.locator("#panel-plan li.goal:not(.goal-completed):not(.goal-abandoned)")
+    assert open_goals.count() == page.locator("#panel-plan .badge.left-open").count() >= 1
+    assert page.evaluate("window.loadedOnce") is True
+    # the streamed tokens went into the message, none into the timeline
+    assert page.locator("#events .ev-token").count() == 0
+
+
+def test_a_reconnect_mid_run_misses_nothing_and_doubles_nothing(page: Any, model: ScriptedLLM) -> None:
+    model.script(
+        "scripted",
+        [
+            Reply(tool_calls=[ToolCall("list_files", {})]),
+            Reply(
+                text="one two three four five six seven eight nine ten",
+                tool_calls=[ToolCall("list_files", {})],
+                chunk_delay=0.3,
+            ),
+            Reply(text="All done after the blip.", chunk_delay=0.2),
+        ],
+    )
+    start_run(page, "Survey twice", "reconnect run")
+    page.wait_for_function("document.getElementById('live-text').textContent.includes('two')")
+    page.evaluate("window.tracePage.drop()")  # the socket drops mid-answer; events go on meanwhile
+    wait_for_status(page, "completed")
+    page.wait_for_selector("text=All done after the blip")
+    live_ids = [text.strip() for text in page.locator("#events li .mono").all_inner_texts()]
+    live_messages = page.locator("#messages [id^=m]").evaluate_all("els => els.map(e => e.id)")
+    page.reload()
+    assert [text.strip() for text in page.locator("#events li .mono").all_inner_texts()] == live_ids
+    assert page.locator("#messages [id^=m]").evaluate_all("els => els.map(e => e.id)") == live_messages
+    assert len(set(live_ids)) == len(live_ids)
+
+
+def test_an_explore_with_three_children_is_watchable_on_the_parents_page(
+    page: Any, model: ScriptedLLM
+) -> None:
+    def answer(request: dict[str, Any]) -> Reply:
+        text = json.dumps(request.get("messages", []))
+        if "Explore the three parts" in text:  # the parent, once its children are done
+            return Reply(text="Merged: the three parts hold nothing.")
+        for part in ("alpha", "beta", "gamma"):
+            if f"Look at part {part}" in text and '"role": "tool"' not in text:
+                return Reply(tool_calls=[ToolCall("list_files", {})], delay=0.5)
+            if f"Look at part {part}" in text:
+                return Reply(text=f"Part {part} holds nothing of note, I looked twice.", chunk_delay=0.5)
+        return Reply(text="Merged: the three parts hold nothing.")
+
+    model.script(
+        "scripted",
+        [
+            Reply(
+                tool_calls=[
+                    ToolCall("agent", {"task": [f"Look at part {p}" for p in ("alpha", "beta", "gamma")]})
+                ]
+            )
+        ]
+        + [answer] * 7,
+    )
+    start_run(page, "Explore the three parts", "explore run")
+    page.evaluate("window.loadedOnce = true")
+    # Each child's messages and streamed text reach the parent's page while the parent runs.
+    for part in ("alpha", "beta", "gamma"):
+        page.locator("#panel-subtraces li[data-child]", has_text=f"Look at part {part}").wait_for()
+    page.wait_for_function(
+        """() => [...document.querySelectorAll('[data-child-live]')]
+                 .some(box => box.textContent.includes('holds nothing'))"""
+    )
+    assert page.locator("#trace-status").inner_text().strip() == "running"
+    page.locator("#panel-subtraces .child-messages .tool-name", has_text="list_files").first.wait_for()
+    wait_for_status(page, "completed")
+    page.wait_for_selector("text=Merged: the three parts")
+    assert page.locator("#panel-subtraces li[data-child] > .badge", has_text="completed").count() == 3
+    assert page.evaluate("window.loadedOnce") is True
+
+
+def test_a_10000_message_trace_page_loads(page: Any, stack: Stack) -> None:
+    trace_id = stack.manage(
+        "shell",
+        "-c",
+        "import uuid; from bench.harness import populate_trace; from traces.models import Trace;"
+        "from django.contrib.auth.models import User; t = str(uuid.uuid4()); populate_trace(t, 10000);"
+        f"Trace.objects.filter(pk=t).update(owner=User.objects.get(username={EXPERT!r})); print(t)",
+    ).split()[-1]
+    response = page.goto(f"/traces/{trace_id}/")
+    assert response.ok
+    assert page.locator("#messages article.msg").count() <= 50
+    page.locator(".pager", has_text="of 10,000 on this path").wait_for()
+    page.locator("#panel-tree .branches a.chip").first.wait_for()  # the tree, loaded on demand
+    assert page.locator("#panel-tree ol.tree li").count() < 40
+    page.fill(".pager input[name=at]", "5000")
+    page.click(".pager button:has-text('Go')")
+    page.wait_for_url(re.compile(r"at=5000"))
+    shown = page.locator("#messages article.msg").evaluate_all("els => els.map(e => +e.dataset.sequence)")
+    assert any(4900 <= sequence <= 5100 for sequence in shown), shown
