@@ -56,7 +56,6 @@ class Viewing:
     at: int | None = None
     page: PathPage | None = None  # read once, by whichever panel needs it first
     approvals: list[Approval] | None = None  # likewise
-    approvals: list[Approval] | None = None  # likewise
 
 
 def _number(request: HttpRequest, name: str) -> int | None:
