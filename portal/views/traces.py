@@ -1,4 +1,4 @@
-"""Trace pages (P1-P3): list, detail, and the actions an expert takes on a run.
+"""Trace pages (P1, P3): the list, and the actions an expert takes on a run (the page itself: trace_page.py).
 
 Views stay thin: reads go through traces.selectors, every action through the same
 service as the API (traces.services, traces.services.approvals), and a refusal comes back
@@ -17,25 +17,19 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
 from memory.models import AgentPreset
-from portal.conversation import branch_tips, conversation, message_tree
 from portal.forms import AnswerForm, ContinueForm, NewRunForm, ReflectForm
 from portal.templatetags.portal import duration, tokens
 from portal.views.common import back_to_trace, refuse, refused
-from traces.collaboration.humans import HUMAN, human_answer
+from traces.collaboration.humans import human_answer
 from traces.filters import ATTENTION, TOP_LEVEL, PortalTraceFilter
-from traces.goal_tree import GoalTree
-from traces.models import ApprovalStatus, InboxMessage, Message, Trace, TraceStatus
+from traces.models import Trace, TraceStatus
 from traces.runner import InvalidRun, RunError
-from traces.runner.config import STEP_LIMIT_PREFIX
-from traces.selectors import trace_events, trace_main_path, trace_messages, traces_visible_to
-from traces.services.approvals import approvals_for, may_decide
+from traces.selectors import traces_visible_to
 from traces.services.runs import trace_continue, trace_reflect, trace_start, trace_stop
 from traces.totals import cost_note, cost_text
 from traces.waiting import traces_waiting_for
 
 PAGE_SIZE = 25
-LIVE_STATUSES = (TraceStatus.RUNNING, TraceStatus.WAITING)
-SHOWN_EVENTS = 300  # the trace page's timeline shows the newest events only
 
 
 def _visible(request: HttpRequest, trace_id: str) -> Trace:
@@ -101,97 +95,6 @@ def traces_live(request: HttpRequest) -> JsonResponse:
     traces = list(traces_visible_to(request.user).filter(pk__in=ids))
     waits = traces_waiting_for(traces)
     return JsonResponse({"traces": [_row(t, waits.get(t.trace_id, "")) for t in traces]})
-
-
-@login_required
-@require_GET
-def trace_detail(request: HttpRequest, trace_id: str) -> HttpResponse:
-    trace = _visible(request, trace_id)
-    head = trace.head_sequence
-    viewing = head
-    if request.GET.get("head", "").isdigit():
-        viewing = int(request.GET["head"])
-        if not Message.objects.filter(trace=trace, sequence=viewing).exists():
-            raise Http404("no such message")
-    path = trace_main_path(trace_id=trace.trace_id, head_sequence=viewing)
-    # Messages that offer rewind / regenerate: only while viewing the main path.
-    main_sequences = {m.sequence for m in path} if viewing == head else set()
-    all_messages = list(trace_messages(trace_id=trace.trace_id).defer("tool_calls"))
-    tree = GoalTree.load(trace)
-    events = trace_events(trace_id=trace.trace_id)
-    event_count = events.count()
-    shown_events = list(events.reverse()[:SHOWN_EVENTS])[::-1]  # the newest, oldest first
-    approvals = list(approvals_for(user=request.user, trace_id=trace.trace_id))
-    context = {
-        "trace": trace,
-        "entries": conversation(path),
-        "viewing": viewing,
-        "on_main_path": viewing == head,
-        "main_sequences": main_sequences,
-        "tree": message_tree(all_messages, {m.sequence for m in path}, viewing),
-        "tips": branch_tips(all_messages, head),
-        "goals": [(d, d.count("."), tree.goal_dict(goal)) for d, goal in tree.walk()],
-        "current_goal": trace.current_goal_id,
-        "sub_traces": _sub_tree(trace),
-        "events": shown_events,
-        "event_count": event_count,
-        "shown_events": SHOWN_EVENTS,
-        "pending": [a for a in approvals if a.status == ApprovalStatus.PENDING],
-        "can_decide": may_decide(user=request.user, trace=trace),
-        "continue_form": ContinueForm(),
-        # a run paused at its step limit goes on without a new message
-        "step_limited": trace.status == TraceStatus.STOPPED
-        and (trace.error_message or "").startswith(STEP_LIMIT_PREFIX),
-        "decided": [a for a in approvals if a.status != ApprovalStatus.PENDING],
-        "live": trace.status in LIVE_STATUSES,
-        "ancestors": _ancestors(trace),
-        "questions": _open_questions(trace),
-        "collaborators": (trace.context or {}).get("collaborators") or [],
-        "inbox": list(InboxMessage.objects.filter(to_trace=trace).order_by("-created_at")[:50]),
-    }
-    return render(request, "portal/trace_detail.html", context)
-
-
-def _sub_tree(trace: Trace, depth: int = 0) -> list[tuple[int, Trace]]:
-    rows: list[tuple[int, Trace]] = []
-    if depth > 5:
-        return rows
-    for child in trace.sub_traces.order_by("created_at"):
-        rows.append((depth, child))
-        rows.extend(_sub_tree(child, depth + 1))
-    return rows
-
-
-def _open_questions(trace: Trace) -> list[Trace]:
-    """ask_human requests waiting for an answer: this trace itself, or its children."""
-    if trace.agent_type == HUMAN:
-        return [trace] if trace.status == TraceStatus.WAITING else []
-    return list(trace.sub_traces.filter(agent_type=HUMAN, status=TraceStatus.WAITING).order_by("created_at"))
-
-
-def _ancestors(trace: Trace) -> list[Trace]:
-    chain: list[Trace] = []
-    parent = trace.parent_trace
-    while parent is not None and len(chain) < 10:
-        chain.insert(0, parent)
-        parent = parent.parent_trace
-    return chain
-
-
-@login_required
-@require_GET
-def message_fragment(request: HttpRequest, trace_id: str, sequence: int) -> HttpResponse:
-    """One message rendered as on the page, for live updates (sanitised server-side)."""
-    trace = _visible(request, trace_id)
-    message = Message.objects.filter(trace=trace, sequence=sequence).first()
-    if message is None:
-        raise Http404("no such message")
-    entry = conversation([message])[0]
-    return render(
-        request,
-        "portal/_message.html",
-        {"entry": entry, "trace": trace, "on_main_path": True, "main_sequences": {sequence}},
-    )
 
 
 @login_required
