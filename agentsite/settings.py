@@ -283,6 +283,49 @@ AGENT_REMOTE_TIMEOUT = env_float("AGENT_REMOTE_TIMEOUT", 600.0, minimum=1.0)
 AGENT_REMOTE_POLL_SECONDS = env_float("AGENT_REMOTE_POLL_SECONDS", 0.5, minimum=0.05)
 AGENT_REMOTE_REQUEST_TIMEOUT = env_float("AGENT_REMOTE_REQUEST_TIMEOUT", 30.0, minimum=1.0)
 
+
+def _projects() -> dict[str, dict[str, Any]]:
+    """AGENT_PROJECTS as {name: {"path": ..., "writable": ...}}; the directories are
+    checked at start-up (traces/checks.py), the JSON's shape here."""
+    raw = env_str("AGENT_PROJECTS")
+    writable = set(env_list("AGENT_PROJECTS_WRITABLE", []))
+    try:
+        value = json.loads(raw) if raw else {}
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"AGENT_PROJECTS is not valid JSON: {exc}") from None
+    usage = (
+        'AGENT_PROJECTS must be a JSON object {"name": "/absolute/path"} or '
+        '{"name": {"path": "/absolute/path", "writable": true}} (names of letters, digits, . _ -)'
+    )
+    if not isinstance(value, dict):
+        raise ImproperlyConfigured(usage)
+    projects: dict[str, dict[str, Any]] = {}
+    for name, entry in value.items():
+        spec = {"path": entry} if isinstance(entry, str) else entry
+        if (
+            not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name)
+            or not isinstance(spec, dict)
+            or set(spec) - {"path", "writable"}
+            or not isinstance(spec.get("path"), str)
+            or not os.path.isabs(spec["path"])
+            or not isinstance(spec.get("writable", False), bool)
+        ):
+            raise ImproperlyConfigured(f"{usage}; {name!r} is not")
+        projects[name] = {"path": spec["path"], "writable": spec.get("writable", False) or name in writable}
+    if unknown := writable - set(projects):
+        raise ImproperlyConfigured(
+            f"AGENT_PROJECTS_WRITABLE names no project of AGENT_PROJECTS: {', '.join(sorted(unknown))}"
+        )
+    return projects
+
+
+# M9: directories a run may work in (run setting / preset `project`), read-only
+# unless marked writable; AGENTS.md files there and the user layer make the
+# project context of the system prompt (traces/runner/project.py).
+AGENT_PROJECTS = _projects()
+AGENT_USER_AGENTS_FILE = env_str("AGENT_USER_AGENTS_FILE")
+AGENT_PROJECT_CONTEXT_MAX_CHARS = env_int("AGENT_PROJECT_CONTEXT_MAX_CHARS", 32_000, minimum=1000)
+
 # --- Service: API, channels, workers ----------------------------------------
 
 REDIS_URL = env_str("REDIS_URL")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from traces.runner.tool_api import ToolError
+from traces.runner.tool_api import ToolContext, ToolError
 
 # Directories that are noise for a model exploring a project; walking tools skip them.
 IGNORED_DIRS = frozenset(
@@ -54,6 +54,16 @@ def resolve_in_workspace(workspace: Path, path: str, *, must_exist: bool = False
             f"Path {path!r} does not exist in the workspace (use list_files or glob to find files)."
         )
     return target
+
+
+def require_writable(ctx: ToolContext) -> None:
+    """Refuse a change to a read-only project's files (M9) with a message the model can act on."""
+    if ctx.workspace_writable:
+        return
+    raise ToolError(
+        f"The workspace is project {ctx.project!r}, which is read-only: files here cannot be "
+        "created, changed or deleted. Read and report instead (show the change you would make)."
+    )
 
 
 def display_path(workspace: Path, target: Path) -> str:

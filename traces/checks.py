@@ -1,4 +1,4 @@
-"""System checks: what the runtime needs of the database it is given."""
+"""System checks: what the runtime needs of the database it is given, and usable projects (M9)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from typing import Any
 
 from django.core import checks
 from django.db import connections
+
+from traces.projects import problem, projects
 
 SQLITE_MINIMUM = (3, 35)  # UPDATE ... RETURNING, used by every step's commit
 
@@ -34,3 +36,21 @@ def sqlite_version_problem(version: tuple[int, ...]) -> str | None:
         f"SQLite {'.'.join(map(str, version))} is too old: agentsite needs "
         f"{'.'.join(map(str, SQLITE_MINIMUM))} or newer (UPDATE ... RETURNING)."
     )
+
+
+@checks.register()
+def projects_are_usable(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """M9: every AGENT_PROJECTS directory exists and exposes nothing of the server."""
+    errors: list[checks.CheckMessage] = []
+    for project in projects().values():
+        reason = problem(project)
+        if reason:
+            errors.append(
+                checks.Error(
+                    f"AGENT_PROJECTS: project {project.name!r} cannot be used: {reason}.",
+                    hint="Point it at a directory of its own (not the server's checkout, the database "
+                    "or AGENT_WORKSPACE_ROOT), or remove it.",
+                    id="traces.E002",
+                )
+            )
+    return errors

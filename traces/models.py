@@ -380,3 +380,16 @@ class InboxMessage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.from_agent_id} -> {self.to_trace_id}"
+
+
+class UserAgents(models.Model):
+    """A user's own AGENTS text (M9): the last layer of every run's project context, edited in the portal."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agents_text"
+    )
+    text = models.TextField(blank=True, default="")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"AGENTS text of user {self.user_id}"

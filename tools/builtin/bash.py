@@ -36,7 +36,8 @@ def bash(ctx: ToolContext, command: str, timeout: float | None = None) -> ToolRe
     combined; stdin is closed, so interactive programs fail instead of waiting.
     A non-zero exit code is reported, not treated as a failure of the tool.
 
-    The command runs in a sandbox: it sees the workspace (read-write), the
+    The command runs in a sandbox: it sees the workspace (read-write, or
+    read-only when the workspace is a read-only project), the
     system's programs and libraries (read-only) and an empty private /tmp, and
     nothing else of the machine; no credentials are in its environment. It has
     no network access unless this server allows it, so downloads and package
@@ -67,6 +68,7 @@ def bash(ctx: ToolContext, command: str, timeout: float | None = None) -> ToolRe
         output_limit=settings.AGENT_TOOL_OUTPUT_LIMIT,
         interruption=ctx.interruption,
         network=ctx.sandbox_network,
+        writable=ctx.workspace_writable,
     )
     output = run.output or "(no output)"
     if capped:

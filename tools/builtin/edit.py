@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tools.registry import tool
-from tools.workspace import display_path, is_binary_file, resolve_in_workspace
+from tools.workspace import display_path, is_binary_file, require_writable, resolve_in_workspace
 from traces.runner.tool_api import ToolContext, ToolError, ToolResult
 
 SNIPPET_CONTEXT_LINES = 3
@@ -32,6 +32,7 @@ def edit(
         raise ToolError("old_string is empty; give the exact text to replace (use write to create a file).")
     if old_string == new_string:
         raise ToolError("old_string and new_string are identical; nothing to change.")
+    require_writable(ctx)
     target = resolve_in_workspace(ctx.workspace, path, must_exist=True)
     shown = display_path(ctx.workspace, target)
     if target.is_dir():

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tools.registry import tool
-from tools.workspace import display_path, resolve_in_workspace
+from tools.workspace import display_path, require_writable, resolve_in_workspace
 from traces.runner.tool_api import ToolContext, ToolError, ToolResult
 
 
@@ -21,6 +21,7 @@ def write(ctx: ToolContext, path: str, content: str) -> ToolResult:
     """
     if not isinstance(content, str):
         raise ToolError(f"content must be a string, got {type(content).__name__}.")
+    require_writable(ctx)
     target = resolve_in_workspace(ctx.workspace, path)
     shown = display_path(ctx.workspace, target)
     if target.is_dir():

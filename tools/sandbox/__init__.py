@@ -77,21 +77,28 @@ def run(
     output_limit: int,
     network: bool | None = None,
     interruption: Callable[[], str | None] | None = None,
+    writable: bool = True,
 ) -> Outcome:
     """Run `argv` in the workspace, sandboxed unless AGENT_SANDBOX is off; stdout and stderr combined.
 
-    `network` overrides AGENT_SANDBOX_NETWORK for this call. `interruption` is
+    `network` overrides AGENT_SANDBOX_NETWORK for this call; `writable=False`
+    mounts the workspace read-only (a read-only project, M9). `interruption` is
     polled every AGENT_STOP_POLL_SECONDS; a reason ends the command like a timeout.
     Raises ToolError when the sandbox cannot run here or cannot start.
     """
     workspace = workspace.resolve()
+    if not settings.AGENT_SANDBOX and not writable:
+        raise ToolError(
+            "The sandbox is off on this server (AGENT_SANDBOX), so a command could write to this "
+            "read-only project: commands are refused here. Use the read-only file tools."
+        )
     if not settings.AGENT_SANDBOX:
         return _run_unconfined(argv, workspace, timeout, output_limit, interruption)
     reason = unavailable_reason()
     if reason:
         raise ToolError(f"The sandbox is not available on this server: {reason}.")
     allow_network = settings.AGENT_SANDBOX_NETWORK if network is None else network
-    return _run_sandboxed(argv, workspace, timeout, output_limit, allow_network, interruption)
+    return _run_sandboxed(argv, workspace, timeout, output_limit, allow_network, interruption, writable)
 
 
 def unavailable_reason() -> str | None:
@@ -134,10 +141,11 @@ def _run_sandboxed(
     output_limit: int,
     network: bool,
     interruption: Callable[[], str | None] | None,
+    writable: bool = True,
 ) -> Outcome:
     executable = shutil.which(settings.AGENT_SANDBOX_BWRAP) or settings.AGENT_SANDBOX_BWRAP
     cgroup = CallCgroup.create() if os.geteuid() == 0 else None
-    options, fds = bwrap.options(workspace, network)
+    options, fds = bwrap.options(workspace, network, writable=writable)
     info_r, info_w = os.pipe()
     block_r, block_w = os.pipe() if cgroup else (-1, -1)
     options += ["--info-fd", str(info_w)] + (["--block-fd", str(block_r)] if cgroup else [])

@@ -42,7 +42,7 @@ def limited(argv: list[str]) -> list[str]:
     ]
 
 
-def options(workspace: Path, network: bool) -> tuple[list[str], list[int]]:
+def options(workspace: Path, network: bool, *, writable: bool = True) -> tuple[list[str], list[int]]:
     """bwrap's options (before --info-fd) and the fds of the files it copies in."""
     root = os.geteuid() == 0
     tmp_size = str(settings.AGENT_SANDBOX_FILE_MB * MIB)
@@ -69,7 +69,8 @@ def options(workspace: Path, network: bool) -> tuple[list[str], list[int]]:
     if not network:
         fds.append(memfd("hosts", OFFLINE_HOSTS))
         args += ["--ro-bind-data", str(fds[-1]), "/etc/hosts"]
-    args += ["--bind", str(workspace), str(workspace), "--chdir", str(workspace), "--remount-ro", "/"]
+    bind = "--bind" if writable else "--ro-bind"  # a read-only project (M9)
+    args += [bind, str(workspace), str(workspace), "--chdir", str(workspace), "--remount-ro", "/"]
     for name, value in environment(workspace).items():
         args += ["--setenv", name, value]
     return args, fds

@@ -145,6 +145,8 @@ class ToolCalls(RunnerBase):
             store=run.store,
             config=run.config,
             sandbox_network=run.trace.run_settings.get("sandbox_network"),
+            workspace_writable=run.placement.writable if run.placement else True,
+            project=run.placement.project if run.placement else None,
         )
         started = time.perf_counter()
         blocked = None
@@ -183,7 +185,10 @@ class ToolCalls(RunnerBase):
             description=(memory or result.title or name)[:2000],
         )
         if len(content) > settings.AGENT_TOOL_SPILL_CHARS:
-            message.content = compaction.spill(run.workspace, message.message_id, content)
+            if run.placement is None or run.placement.writable:
+                message.content = compaction.spill(run.workspace, message.message_id, content)
+            else:  # a read-only project keeps no spill files
+                message.content = compaction.cut(content)
         run.store.emit(
             "tool_result",
             {

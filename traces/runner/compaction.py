@@ -287,5 +287,14 @@ def spill(workspace: Path, message_id: str, content: str) -> str:
     )
 
 
+def cut(content: str) -> str:
+    """An oversized tool result where nothing may be written (a read-only project): its start and a note."""
+    preview = content[: settings.AGENT_TOOL_SPILL_PREVIEW]
+    return (
+        f"{preview}\n\n[output too large: {len(content):,} characters, only the first {len(preview):,} "
+        "kept; the workspace is read-only, so the rest was not saved. Narrow the command or the read.]"
+    )
+
+
 def shown_once(description: str) -> str:
     return f"[output shown once; kept as] {description}"

@@ -75,6 +75,7 @@ class RunConfig:
     stream: bool | None = None
     confirm_policy: str | None = None  # auto | ask-risky | ask-all; None = preset, then deployment
     sandbox_network: bool | None = None  # network for sandboxed tools; None = preset, then deployment
+    project: str | None = None  # M9: "name" or "name/dir" of AGENT_PROJECTS; None = preset, else none
     context_every: int | None = None
     new_trace_id: str | None = None  # id for a new trace (sub-traces name theirs)
     # A run the API queued (traces.services): the trace row is already reserved

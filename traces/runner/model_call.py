@@ -8,6 +8,7 @@ from typing import Any
 
 from django.conf import settings
 
+import traces.runner.project as project
 from traces.guards.normalize import ModelTimeout, TokenWatch, normalize_response
 from traces.llm import LLMResponse
 from traces.models import Message
@@ -30,6 +31,8 @@ class ModelCalls(RunnerBase):
         """
         started = time.perf_counter()
         watch = TokenWatch(run.config.on_token)
+        project.refresh(run)  # M9: a changed AGENTS.md replaces the context (one stat per file)
+        messages = project.apply(messages, run.project_context)
         if self.hooks.has("before_model"):
             messages = self.hooks.before_model(run.trace, messages)
         future = self._pool.submit(

@@ -16,6 +16,7 @@ from typing import Any
 
 from django.conf import settings
 
+from traces.projects import place
 from traces.runner.config import InvalidRun, RunConfig
 from traces.runner.extensions import Preset
 
@@ -32,6 +33,7 @@ UNSET: dict[str, Any] = {
     "context_every": None,
     "stream": None,
     "sandbox_network": None,
+    "project": None,
 }
 FIELDS = tuple(UNSET)
 
@@ -39,6 +41,11 @@ FIELDS = tuple(UNSET)
 def preset_policy(preset: Preset) -> str | None:
     """The confirm policy a preset sets (`extra.confirm_policy`), if any."""
     return (preset.extra or {}).get("confirm_policy")
+
+
+def default_project(preset: Preset) -> str | None:
+    """The project a preset works in (`extra.project`), if any."""
+    return (preset.extra or {}).get("project")
 
 
 def default_network(preset: Preset) -> bool:
@@ -151,6 +158,14 @@ def check_request(
     for name in ("enable_memory", "stream", "sandbox_network"):
         if name in checked and not isinstance(checked[name], bool):
             raise InvalidRun(f"{name}: true or false")
+    project = checked.get("project")
+    if project is not None:
+        if not isinstance(project, str):
+            raise InvalidRun("project: the name of a project (AGENT_PROJECTS)")
+        try:
+            place(project)
+        except ValueError as exc:
+            raise InvalidRun(str(exc)) from None
     every = checked.get("context_every")
     if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
         raise InvalidRun("context_every: a positive integer")

@@ -9,6 +9,7 @@ from django.conf import settings
 from django.db import transaction
 
 import traces.runner.compaction as compaction
+import traces.runner.project as project
 import traces.runner.run_settings as run_settings
 from traces import prompts
 from traces.goal_tree import GoalTree
@@ -41,7 +42,6 @@ from traces.runner.prepare import (
 )
 from traces.runner.state import RunState
 from traces.runner.store import RunStore, trace_claim
-from traces.runner.tool_api import workspace_for
 from traces.selectors import PathMessage, trace_main_path_for_run
 from traces.storable import without_nul
 
@@ -57,11 +57,13 @@ class RunSetup(RunnerBase):
         except LookupError as exc:
             raise InvalidRun(str(exc)) from None
         if config.trace_id is None:
+            project.placement_for(config, preset, None)  # M9: refused before anything is written
             return self._prepare_new(messages, config, preset, self._select_tools(config, preset))
         previous = load_trace(config.trace_id)
         # The trace's stored settings hold unless this request sets them (run_settings.py).
         check = config.tools is not None
         config = run_settings.with_stored(config, previous.run_settings)
+        project.placement_for(config, preset, previous.run_settings)  # before the claim
         tools = self._select_tools(config, preset, check=check)
         return self._prepare_existing(messages, config, preset, tools, previous)
 
@@ -108,6 +110,9 @@ class RunSetup(RunnerBase):
             raise InvalidRun(f"unknown confirm policy {policy!r}; use {', '.join(POLICIES)}")
         max_iterations = config.max_iterations or preset.max_iterations or settings.AGENT_MAX_ITERATIONS
         context_every = config.context_every or settings.AGENT_CONTEXT_EVERY
+        placement = project.trace_placement(
+            trace.trace_id, project.placement_for(config, preset, trace.run_settings)
+        )
         effective = {
             "tools": [t.name for t in tools],
             "temperature": temperature,
@@ -124,12 +129,13 @@ class RunSetup(RunnerBase):
                 if config.sandbox_network is not None
                 else run_settings.default_network(preset)
             ),
+            "project": placement.project,
         }
         changed = run_settings.changes(trace.run_settings, effective)
         trace.run_settings = effective
         if changed:
             store.emit("settings_changed", {"changed": changed})
-        return RunState(
+        run = RunState(
             trace=trace,
             store=store,
             goal_tree=goal_tree,
@@ -137,7 +143,8 @@ class RunSetup(RunnerBase):
             preset=preset,
             model=model,
             tools=tools,
-            workspace=workspace_for(trace.trace_id),
+            workspace=placement.workspace,
+            placement=placement,
             params=params,
             stream=settings.AGENT_STREAM if config.stream is None else config.stream,
             max_iterations=max_iterations,
@@ -147,6 +154,8 @@ class RunSetup(RunnerBase):
             gated=policy != "auto"
             or (trace.last_sequence > 0 and Approval.objects.filter(trace=trace).exists()),
         )
+        project.begin(run, placement)  # M9: AGENTS.md chain and user layer, read afresh
+        return run
 
     def _prepare_new(
         self, messages: list[dict[str, Any]], config: RunConfig, preset: Preset, tools: list[Tool]

@@ -17,6 +17,7 @@ from traces.models import Message, Trace
 from traces.runner.compaction import PathInfo
 from traces.runner.config import RunConfig
 from traces.runner.extensions import Preset, Tool
+from traces.runner.project import Placement, ProjectContext
 from traces.runner.store import RunStore
 
 
@@ -59,6 +60,8 @@ class RunState:
     truncated_signature: tuple[int, ...] = ()  # what the truncation fallback left out last time
     policy: str = "auto"  # confirm gate (G5)
     gated: bool = False  # whether calls must pass the gate (a policy asks, or approvals exist)
+    placement: Placement | None = None  # M9: the workspace, its AGENTS.md root, whether writable
+    project_context: ProjectContext | None = None  # M9: added to each request's system prompt
 
     offered: set[str] = field(init=False)  # names of self.tools
     tool_schemas: list[dict[str, Any]] = field(init=False)  # what every model request offers

@@ -57,6 +57,9 @@ class ToolContext:
     config: RunConfig | None = None
     # The run's network setting for sandboxed processes; None = AGENT_SANDBOX_NETWORK.
     sandbox_network: bool | None = None
+    # M9: a read-only project's workspace refuses writes (file tools) and is mounted ro (sandbox).
+    workspace_writable: bool = True
+    project: str | None = None  # the project setting the workspace comes from, None = the trace's own
 
     @property
     def trace_id(self) -> str:
