@@ -10,9 +10,11 @@ from typing import Any
 from memory.injection import system_prompt_for, with_experiences
 from memory.presets import get_preset
 from memory.reflect import Reflection
-from memory.services import experience_record_citations, experience_record_outcome
+from memory.models import ExperienceSource, normalize_tag
+from memory.services import experience_create, experience_record_citations, experience_record_outcome
 from traces.models import Trace
 from traces.runner.extensions import Defer, RunExtensions
+from traces.runner.strategies import Lesson
 
 
 def register(extensions: RunExtensions) -> None:
@@ -22,6 +24,7 @@ def register(extensions: RunExtensions) -> None:
     extensions.add("on_reply", _count_citations)
     extensions.add("on_end", _count_outcome)
     extensions.add("before_compaction", _reflect_before_compaction)
+    extensions.add("on_lesson", _save_lesson)
 
 
 def _count_citations(trace: Trace, text: str | None, defer: Defer) -> None:
@@ -30,6 +33,24 @@ def _count_citations(trace: Trace, text: str | None, defer: Defer) -> None:
 
 def _count_outcome(trace: Trace, status: str, defer: Defer) -> None:
     experience_record_outcome(trace=trace, status=status, write=defer)
+
+
+def _save_lesson(trace: Trace, lesson: Lesson, defer: Defer) -> None:
+    """R11: a Reflexion lesson becomes a draft experience, the failing call its evidence."""
+    critique = lesson.critique
+
+    def save() -> None:
+        experience_create(
+            rule=critique.lesson,
+            condition=f"when calling {lesson.tool}: {critique.what_went_wrong}"[:2000],
+            category="tool_usage",
+            tags={"state": [normalize_tag(lesson.tool)] if lesson.tool else [], "intent": ["reflexion"]},
+            evidence=lesson.evidence,
+            trace=trace,
+            source=ExperienceSource.EXECUTION,
+        )
+
+    defer(save)
 
 
 def _reflect_before_compaction(store: Any, llm_call: Any) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from traces.models import Goal, GoalStatus, Trace
+from traces.models import Goal, GoalStatus, Trace, TraceEvent
 from traces.storable import without_nul
 
 EMPTY_STATS: dict[str, Any] = {
@@ -345,7 +345,8 @@ class GoalTree:
     def rebuild_at(self, cutoff: datetime) -> list[str]:
         """R4: keep goals created at or before `cutoff`, drop later ones.
 
-        Kept in_progress goals go back to pending (written by the next commit)
+        Kept goals get back their status as of `cutoff` (their goal events), and
+        in_progress ones go back to pending (written by the next commit)
         and the focus is cleared. Returns the dropped internal ids. The caller
         holds a transaction that ends with the run's fenced commit, so a run that
         lost its lease deletes nothing either.
@@ -355,12 +356,30 @@ class GoalTree:
             Goal.objects.filter(trace=self.trace, goal_id__in=dropped).delete()
             for gid in dropped:
                 self.goals.pop(gid)
+        self._restore_statuses(cutoff)
         for goal in self.goals.values():
             if goal.status == GoalStatus.IN_PROGRESS:
                 goal.status = GoalStatus.PENDING
                 self._dirty.add(goal.goal_id)
         self.trace.current_goal_id = None
         return dropped
+
+    def _restore_statuses(self, cutoff: datetime) -> None:
+        """Kept goals get back the status and summary their events gave them by `cutoff`
+        (a plan step done after the cut is open again). Goals with no event keep theirs."""
+        events = TraceEvent.objects.filter(
+            trace_id=self.trace.trace_id, type__in=("goal_added", "goal_updated"), created_at__lte=cutoff
+        ).order_by("event_id")
+        as_of: dict[str, tuple[str, str | None]] = {}
+        for payload in events.values_list("payload", flat=True):
+            goal = payload.get("goal", payload)
+            if goal.get("status"):
+                as_of[str(goal.get("id", goal.get("goal_id")))] = (goal["status"], goal.get("summary"))
+        for goal_id, (status, summary) in as_of.items():
+            goal = self.goals.get(goal_id)
+            if goal is not None and (goal.status, goal.summary) != (status, summary):
+                goal.status, goal.summary = status, summary
+                self._dirty.add(goal_id)
 
     # --- views ---------------------------------------------------------------
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from traces.llm import LLMResponse
     from traces.models import Message
     from traces.runner.extensions import ContextHook, ToolSet
-    from traces.runner.state import RunState
+    from traces.runner.state import RunState, StepEnd
 
 
 class RunnerBase:
@@ -45,3 +45,19 @@ class RunnerBase:
         ) -> None: ...
 
         def _quick(self, run: RunState, call: dict[str, Any]) -> bool: ...  # calls.py
+
+        def _note(self, run: RunState, text: str, *, kind: str, description: str) -> Message: ...  # calls.py
+
+        def _react(self, run: RunState, limit: int) -> Generator[Message, None, StepEnd]: ...  # loop.py
+
+        def _request(self, run: RunState) -> list[dict[str, Any]]: ...  # context.py
+
+        def _call_model(  # model_call.py
+            self, run: RunState, messages: list[dict[str, Any]], *, offer_tools: bool = True
+        ) -> LLMResponse | None: ...
+
+        def _persist_assistant(self, run: RunState, response: LLMResponse) -> Message: ...  # model_call.py
+
+        def _self_critique(  # strategies/reflexion.py
+            self, run: RunState, assistant: Message, errors: list[Message]
+        ) -> Generator[Message, None, str | None]: ...

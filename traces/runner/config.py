@@ -77,6 +77,8 @@ class RunConfig:
     sandbox_network: bool | None = None  # network for sandboxed tools; None = preset, then deployment
     project: str | None = None  # M9: "name" or "name/dir" of AGENT_PROJECTS; None = preset, else none
     context_every: int | None = None
+    strategy: str | None = None  # R11: react | routed | plan_execute; None = preset, else react
+    reflexion: bool | None = None  # R11: self-critique after a failed call; None = preset, else plan_execute
     new_trace_id: str | None = None  # id for a new trace (sub-traces name theirs)
     # A run the API queued (traces.services): the trace row is already reserved
     # with this lease token, so the worker claims exactly that reservation (a

@@ -12,6 +12,7 @@ from traces.runner.base import RunnerBase
 from traces.runner.extensions import ContextHook, extensions
 from traces.runner.history import new_message
 from traces.runner.state import RunState
+from traces.runner.strategies.reflexion import lessons_section
 
 logger = logging.getLogger(__name__)
 
@@ -22,6 +23,8 @@ class ContextManagement(RunnerBase):
     def _inject_context(self, run: RunState) -> Message | None:
         """R7: the plan, active collaborators and hook output as one system message."""
         text = build_context_injection(run.trace, run.goal_tree, self.context_hooks)
+        if run.lessons:  # R11: Reflexion's lessons hold for the rest of the run
+            text = "\n\n".join(part for part in (text, lessons_section(run.lessons)) if part)
         if not text:
             return None
         message = new_message(

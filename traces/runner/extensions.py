@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from traces.models import Trace
     from traces.runner.config import RunConfig
     from traces.runner.store import RunStore
+    from traces.runner.strategies import Lesson
     from traces.runner.tool_api import ToolContext, ToolResult
 
 # A write to run inside the run's next fenced commit (RunStore.defer).
@@ -88,6 +89,8 @@ class RunExtensions:
     context_hooks: list[ContextHook] = field(default_factory=list)
     # The persisted result of an open call healed at load (R6); None: not this hook's tool.
     healers: list[Callable[[Trace, dict[str, Any]], str | None]] = field(default_factory=list)
+    # A Reflexion lesson (R11), its writes deferred into the next commit (a draft experience).
+    on_lesson: list[Callable[[Trace, Lesson, Defer], None]] = field(default_factory=list)
     # Before a level-2 compaction summarises (C2: a reflection side branch).
     before_compaction: list[Callable[[RunStore, Any], None]] = field(default_factory=list)
 

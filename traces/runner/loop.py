@@ -12,7 +12,7 @@ import concurrent.futures
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 from django.conf import settings
@@ -40,8 +40,9 @@ from traces.runner.extensions import ToolSet, extensions
 from traces.runner.model_call import ModelCalls
 from traces.runner.prepare import validate_messages
 from traces.runner.setup import RunSetup
-from traces.runner.state import RunState
+from traces.runner.state import RunState, StepEnd
 from traces.runner.store import trace_request_stop, worker_identity
+from traces.runner.strategies import Strategies
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +54,7 @@ END_EVENTS: dict[str, str] = {
 }
 
 
-class AgentRunner(RunSetup, ModelCalls, ContextManagement, ToolCalls):
+class AgentRunner(RunSetup, ModelCalls, ContextManagement, ToolCalls, Strategies):
     """Runs agents. Infrastructure is fixed at construction; each run gets a RunConfig."""
 
     def __init__(
@@ -181,10 +182,20 @@ class AgentRunner(RunSetup, ModelCalls, ContextManagement, ToolCalls):
             yield from self._execute_calls(run, run.pending_calls, run.pending_from)
             if run.trace.status != TraceStatus.RUNNING:
                 return None
-        for iteration in range(run.max_iterations):
+        end = yield from self._answer(run)  # strategies/select.py: react, routed or plan_execute (R11)
+        self._end(run, end)
+        return None
+
+    def _react(self, run: RunState, limit: int) -> Generator[Message, None, StepEnd]:
+        """The ReAct loop: model call, tool calls, until an answer or `limit` iterations.
+
+        The whole run's loop, or one plan step's (strategies/planner.py); how it
+        ended is the caller's to act on (`_end` for a run).
+        """
+        for iteration in range(limit):
             if self._stopping(run):
-                return self._finish(run, TraceStatus.STOPPED)
-            run.iterations = iteration + 1
+                return StepEnd("stopped")
+            run.iterations += 1
             if iteration % run.context_every == 0:
                 injected = self._inject_context(run)
                 if injected is not None:
@@ -196,30 +207,51 @@ class AgentRunner(RunSetup, ModelCalls, ContextManagement, ToolCalls):
             try:
                 response = self._call_model(run, request)
             except LLMError as exc:
-                return self._finish(run, TraceStatus.FAILED, error=str(exc))
+                return StepEnd("error", str(exc))
             self._retire_shown_once(run)
             if response is None:
-                return self._finish(run, TraceStatus.STOPPED)
+                return StepEnd("stopped")
             assistant = self._persist_assistant(run, response)
             yield assistant
             if not response.tool_calls and not (response.content or "").strip():
                 yield self._note(run, prompts.EMPTY_REPLY, kind=MessageKind.GUARD, description="empty reply")
                 continue
             if not response.tool_calls:
-                return self._finish(run, TraceStatus.COMPLETED, result=response.content or "")
-            yield from self._execute_calls(run, response.tool_calls, assistant.sequence)
+                return StepEnd("answered", response.content or "")
+            errors = []
+            for message in self._execute_calls(run, response.tool_calls, assistant.sequence):
+                if message.kind == MessageKind.TOOL_ERROR:
+                    errors.append(message)
+                yield message
             if run.trace.status != TraceStatus.RUNNING:
-                return None  # stopped, or a guard ended the run
-        # A pause, not a failure: a continue goes on (and may raise the limit).
-        return self._finish(
-            run,
-            TraceStatus.STOPPED,
-            error=(
-                f"{STEP_LIMIT_PREFIX} {run.max_iterations} steps without a final answer; continue the run "
-                "to go on (max_iterations may raise the limit)"
-            ),
-            reason="step_limit",
-        )
+                return StepEnd("ended")  # stopped, waiting, or a guard ended the run
+            if errors and run.reflexion:
+                gave_up = yield from self._self_critique(run, assistant, errors)  # strategies/reflexion.py
+                if gave_up is not None:
+                    return StepEnd("gave_up", gave_up)
+        return StepEnd("limit")
+
+    def _end(self, run: RunState, end: StepEnd) -> None:
+        """End the run as its loop (or its strategy) ended."""
+        if end.kind == "ended":
+            return
+        if end.kind == "answered":
+            self._finish(run, TraceStatus.COMPLETED, result=end.text)
+        elif end.kind == "stopped":
+            self._finish(run, TraceStatus.STOPPED)
+        elif end.kind == "limit":
+            # A pause, not a failure: a continue goes on (and may raise the limit).
+            self._finish(
+                run,
+                TraceStatus.STOPPED,
+                error=(
+                    f"{STEP_LIMIT_PREFIX} {run.max_iterations} steps without a final answer; continue the run "
+                    "to go on (max_iterations may raise the limit)"
+                ),
+                reason="step_limit",
+            )
+        else:
+            self._finish(run, TraceStatus.FAILED, error=end.text)
 
     def _stopping(self, run: RunState, *, poll_now: bool = False) -> bool:
         if run.stop_event.is_set():

@@ -21,8 +21,13 @@ from traces.runner.state import RunState
 class ModelCalls(RunnerBase):
     """AgentRunner's model-call steps (a mixin; `self` is the AgentRunner)."""
 
-    def _call_model(self, run: RunState, messages: list[dict[str, Any]]) -> LLMResponse | None:
+    def _call_model(
+        self, run: RunState, messages: list[dict[str, Any]], *, offer_tools: bool = True
+    ) -> LLMResponse | None:
         """One model call in a pool thread, watched from the run's thread.
+
+        `offer_tools=False`: a call that must answer in text (a strategy's direct
+        answer, plan, synthesis or self-critique, R11), offered no tool.
 
         Abandoned when a stop arrives (R5) or a G3 timeout passes (hard limit,
         silent stream); a `waiting` pulse marks each first-feedback period without
@@ -39,7 +44,7 @@ class ModelCalls(RunnerBase):
             self.llm_call,
             messages,
             model=run.model,
-            tools=run.tool_schemas or None,
+            tools=(run.tool_schemas or None) if offer_tools else None,
             params=run.params,
             stream=run.stream,
             on_token=watch,
@@ -76,7 +81,7 @@ class ModelCalls(RunnerBase):
         self._flush_tokens(run, watch)  # committed with the assistant message
         if self.hooks.has("after_model"):
             self.hooks.after_model(run.trace, response)
-        return normalize_response(response, run.offered)
+        return normalize_response(response, run.offered if offer_tools else set())
 
     def _flush_tokens(self, run: RunState, watch: TokenWatch) -> bool:
         text = watch.drain()

@@ -20,6 +20,9 @@ from traces.projects import place
 from traces.runner.config import InvalidRun, RunConfig
 from traces.runner.extensions import Preset
 
+# R11 (traces/runner/strategies/): the first is the default.
+STRATEGIES = ("react", "routed", "plan_execute")
+
 # RunConfig fields that are a run's settings, with the value meaning "not set".
 UNSET: dict[str, Any] = {
     "tools": None,
@@ -34,6 +37,8 @@ UNSET: dict[str, Any] = {
     "stream": None,
     "sandbox_network": None,
     "project": None,
+    "strategy": None,
+    "reflexion": None,
 }
 FIELDS = tuple(UNSET)
 
@@ -46,6 +51,17 @@ def preset_policy(preset: Preset) -> str | None:
 def default_project(preset: Preset) -> str | None:
     """The project a preset works in (`extra.project`), if any."""
     return (preset.extra or {}).get("project")
+
+
+def default_strategy(preset: Preset) -> str:
+    """A run's strategy when it asks none (R11): the preset's `extra.strategy`, else react."""
+    return (preset.extra or {}).get("strategy") or STRATEGIES[0]
+
+
+def default_reflexion(preset: Preset, strategy: str) -> bool:
+    """Whether a run uses Reflexion when it asks nothing: the preset's
+    `extra.reflexion`, else on for plan_execute only."""
+    return bool((preset.extra or {}).get("reflexion", strategy == "plan_execute"))
 
 
 def default_network(preset: Preset) -> bool:
@@ -155,7 +171,10 @@ def check_request(
             )
     if checked.get("sandbox_network") and not baseline_network and not may_loosen:
         raise InvalidRun("sandbox_network: only an expert may give a run's tools the network")
-    for name in ("enable_memory", "stream", "sandbox_network"):
+    strategy = checked.get("strategy")
+    if strategy is not None and strategy not in STRATEGIES:
+        raise InvalidRun(f"strategy: one of {', '.join(STRATEGIES)}")
+    for name in ("enable_memory", "stream", "sandbox_network", "reflexion"):
         if name in checked and not isinstance(checked[name], bool):
             raise InvalidRun(f"{name}: true or false")
     project = checked.get("project")

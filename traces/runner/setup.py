@@ -131,6 +131,11 @@ class RunSetup(RunnerBase):
             ),
             "project": placement.project,
         }
+        strategy = config.strategy or run_settings.default_strategy(preset)
+        effective["strategy"] = strategy  # R11
+        effective["reflexion"] = (
+            config.reflexion if config.reflexion is not None else run_settings.default_reflexion(preset, strategy)
+        )
         changed = run_settings.changes(trace.run_settings, effective)
         trace.run_settings = effective
         if changed:

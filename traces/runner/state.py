@@ -21,6 +21,20 @@ from traces.runner.project import Placement, ProjectContext
 from traces.runner.store import RunStore
 
 
+@dataclass(frozen=True)
+class StepEnd:
+    """How a ReAct loop (the whole run's, or one plan step's) ended.
+
+    `kind`: answered (`text` is the answer), error (`text`: the model call's
+    error), stopped, limit (no answer within its iterations), gave_up (Reflexion
+    ran out of lessons, `text` says why) or ended (the run already ended: waiting,
+    or a guard ended it).
+    """
+
+    kind: str
+    text: str = ""
+
+
 @dataclass
 class RunState:
     """The state of one run, owned by the thread running it."""
@@ -62,6 +76,11 @@ class RunState:
     gated: bool = False  # whether calls must pass the gate (a policy asks, or approvals exist)
     placement: Placement | None = None  # M9: the workspace, its AGENTS.md root, whether writable
     project_context: ProjectContext | None = None  # M9: added to each request's system prompt
+
+    strategy: str = "react"  # R11: react | routed | plan_execute (strategies/select.py)
+    reflexion: bool = False  # R11: a self-critique and a retry after a failed tool call
+    lessons: list[str] = field(default_factory=list)  # Reflexion's lessons, in every later request
+    step_lessons: int = 0  # lessons learned in the current step (a plan step, or the whole loop)
 
     offered: set[str] = field(init=False)  # names of self.tools
     tool_schemas: list[dict[str, Any]] = field(init=False)  # what every model request offers
