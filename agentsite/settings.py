@@ -163,6 +163,16 @@ AGENT_MAX_ITERATIONS = env_int("AGENT_MAX_ITERATIONS", 200, minimum=1)
 AGENT_CONTEXT_EVERY = env_int("AGENT_CONTEXT_EVERY", 10, minimum=1)
 AGENT_WORKSPACE_ROOT = Path(env_str("AGENT_WORKSPACE_ROOT") or str(BASE_DIR / "workspaces"))
 AGENT_TOOL_TIMEOUT = env_float("AGENT_TOOL_TIMEOUT", 60.0, minimum=0.1)
+# L5 images and PDF pages in messages (traces/media/): bytes are stored once, by
+# sha256, under AGENT_MEDIA_ROOT (shared by the web and worker processes, like the
+# workspaces); messages keep a reference. Limits are on decoded bytes.
+AGENT_MEDIA_ROOT = Path(env_str("AGENT_MEDIA_ROOT") or str(BASE_DIR / "media"))
+AGENT_MEDIA_IMAGE_BYTES = env_int("AGENT_MEDIA_IMAGE_BYTES", 5 * 1024 * 1024, minimum=1024)
+AGENT_MEDIA_PDF_BYTES = env_int("AGENT_MEDIA_PDF_BYTES", 20 * 1024 * 1024, minimum=1024)
+AGENT_MEDIA_MESSAGE_BYTES = env_int("AGENT_MEDIA_MESSAGE_BYTES", 25 * 1024 * 1024, minimum=1024)
+AGENT_MEDIA_PARTS = env_int("AGENT_MEDIA_PARTS", 10, minimum=1)  # images and PDFs per message
+AGENT_MEDIA_PDF_PAGES = env_int("AGENT_MEDIA_PDF_PAGES", 20, minimum=1)  # pages rendered per PDF
+AGENT_MEDIA_ALLOW_PRIVATE_URLS = env_bool("AGENT_MEDIA_ALLOW_PRIVATE_URLS", False)
 AGENT_BASH_TIMEOUT = env_float("AGENT_BASH_TIMEOUT", 30.0, minimum=0.1)
 AGENT_TOOL_OUTPUT_LIMIT = env_int("AGENT_TOOL_OUTPUT_LIMIT", 50_000, minimum=1000)
 # X1: every process a tool starts runs under bubblewrap (tools/sandbox/). Off only by
@@ -331,6 +341,10 @@ AGENT_PROJECT_CONTEXT_MAX_CHARS = env_int("AGENT_PROJECT_CONTEXT_MAX_CHARS", 32_
 REDIS_URL = env_str("REDIS_URL")
 # Largest API request body; bigger ones get 413 (W6).
 AGENT_MAX_REQUEST_BYTES = env_int("AGENT_MAX_REQUEST_BYTES", 1024 * 1024, minimum=1024)
+# POST /api/traces and /run carry images and PDFs as data URLs (base64: 4/3 of the bytes).
+AGENT_MAX_MESSAGES_REQUEST_BYTES = env_int(
+    "AGENT_MAX_MESSAGES_REQUEST_BYTES", 36 * 1024 * 1024, minimum=AGENT_MAX_REQUEST_BYTES
+)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

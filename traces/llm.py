@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
+from traces.media.request import media_for_model
+
 if TYPE_CHECKING:
     from tenacity import RetryCallState
 
@@ -236,7 +238,7 @@ class LLMClient:
 
         kwargs: dict[str, Any] = {
             "model": model.model,
-            "messages": normalize_tool_call_ids(messages, model.model),
+            "messages": normalize_tool_call_ids(media_for_model(messages, model.model), model.model),
             "timeout": self.timeout,
             # Retries are ours (`_with_retries`): litellm's would retry a 400 as eagerly
             # as a 429, and could not honour our timeout budget.

@@ -401,14 +401,14 @@ def test_malformed_json_is_400(api_client, integrator):
 
 
 def test_a_body_over_the_limit_is_413(api_client, integrator, settings, llm):
-    settings.AGENT_MAX_REQUEST_BYTES = 2048
+    settings.AGENT_MAX_MESSAGES_REQUEST_BYTES = 2048  # the bodies that post messages (L5)
     body = json.dumps({"task": "x" * 5000})
 
     response = api_client(integrator).post("/api/traces", data=body, content_type="application/json")
 
     assert response.status_code == 413
     assert response.json()["code"] == "request_too_large"
-    assert "limit is 2048 bytes" in response.json()["error"]
+    assert "limit is 2048 bytes (AGENT_MAX_MESSAGES_REQUEST_BYTES)" in response.json()["error"]
     assert Trace.objects.count() == 0
 
 

@@ -21,18 +21,25 @@ from traces.storable import without_nul
 
 
 class BoundedJSONParser(JSONParser):
+    limit_setting = "AGENT_MAX_REQUEST_BYTES"
+
     def parse(self, stream: IO[bytes], media_type: str | None = None, parser_context: Any = None) -> Any:
-        limit = settings.AGENT_MAX_REQUEST_BYTES
+        limit = getattr(settings, self.limit_setting)
         request = (parser_context or {}).get("request")
         declared = request.META.get("CONTENT_LENGTH") if request is not None else None
         if declared and str(declared).isdigit() and int(declared) > limit:
-            raise RequestTooLarge(_too_large(int(declared), limit))
+            raise RequestTooLarge(self._too_large(int(declared), limit))
         body = stream.read(limit + 1) if stream is not None else b""
         if len(body) > limit:
-            raise RequestTooLarge(_too_large(None, limit))
+            raise RequestTooLarge(self._too_large(None, limit))
         return without_nul(super().parse(io.BytesIO(body), media_type, parser_context))
 
+    def _too_large(self, size: int | None, limit: int) -> str:
+        got = f" ({size} bytes)" if size is not None else ""
+        return f"request body too large{got}; the limit is {limit} bytes ({self.limit_setting})"
 
-def _too_large(size: int | None, limit: int) -> str:
-    got = f" ({size} bytes)" if size is not None else ""
-    return f"request body too large{got}; the limit is {limit} bytes (AGENT_MAX_REQUEST_BYTES)"
+
+class MessagesJSONParser(BoundedJSONParser):
+    """The bodies that post messages, which may carry images and PDFs as data URLs (L5)."""
+
+    limit_setting = "AGENT_MAX_MESSAGES_REQUEST_BYTES"

@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from traces.api import serializers as s
-from traces.api.parsers import BoundedJSONParser
+from traces.api.parsers import BoundedJSONParser, MessagesJSONParser
 from traces.api.permissions import visible_traces
 from traces.filters import TraceFilter
 from traces.models import Trace, TraceStatus
@@ -43,6 +43,7 @@ def _started(trace: Trace) -> dict[str, str]:
 
 class TraceListView(TraceAPIView, generics.GenericAPIView):
     serializer_class = s.TraceSerializer
+    parser_classes = [MessagesJSONParser]
 
     def get_queryset(self) -> QuerySet[Trace]:
         query = s.TraceListQuerySerializer(data=self.request.query_params)
@@ -142,6 +143,8 @@ class TraceEventsView(TraceAPIView):
 
 
 class TraceRunView(TraceAPIView):
+    parser_classes = [MessagesJSONParser]
+
     @extend_schema(
         parameters=[TRACE_ID],
         request=s.TraceRunSerializer,

@@ -39,6 +39,7 @@ from django.conf import settings
 
 from traces.goal_tree import CLOSED
 from traces.llm import LLMError
+from traces.media.parts import IMAGE_TOKENS, media_placeholders
 from traces.models import MessageKind
 from traces.runner.extensions import extensions
 
@@ -82,11 +83,16 @@ class PathInfo:
 
 
 def estimate_tokens(message: dict[str, Any]) -> int:
-    """~4 characters a token, no tokenizer: cheap enough for every message."""
+    """~4 characters a token, no tokenizer: cheap enough for every message; an image or
+    other non-text part counts IMAGE_TOKENS whatever its size."""
     content = message.get("content")
     if isinstance(content, list):
         size = sum(len(part.get("text", "")) if isinstance(part, dict) else 0 for part in content)
-        size += 1000 * sum(1 for part in content if isinstance(part, dict) and part.get("type") != "text")
+        size += (
+            4
+            * IMAGE_TOKENS
+            * sum(1 for part in content if isinstance(part, dict) and part.get("type") != "text")
+        )
     else:
         size = len(content or "")
     for call in message.get("tool_calls") or ():
@@ -204,7 +210,7 @@ def summary_request(
     gap = (
         [{"role": "user", "content": f"[... {omitted} earlier messages omitted ...]"}] if omitted > 0 else []
     )
-    return [*head, *gap, *messages[start:], prompt]
+    return media_placeholders([*head, *gap, *messages[start:], prompt])  # the summary reads text
 
 
 def truncate(

@@ -35,6 +35,7 @@ from django.utils import timezone
 from memory.presets import Preset, UnknownPreset, get_preset
 from traces import events as event_bus
 from traces.llm import ModelNotConfigured, agent_model
+from traces.media.intake import media_intake
 from traces.models import Trace, TraceStatus
 from traces.runner import InvalidRun, RunConfig, RunConflict, TraceNotFound, run_settings
 from traces.runner.extensions import extensions
@@ -94,6 +95,7 @@ def trace_start(
         new_trace_id=trace_id,
         reserved_token=token,
     )
+    clean = media_intake(clean)  # L5: images and PDFs checked and stored, references kept
     now = timezone.now()
     with transaction.atomic():
         trace = Trace.objects.create(
@@ -160,6 +162,7 @@ def trace_continue(
     )
     path = trace_main_path_for_run(trace_id=trace.trace_id, head_sequence=trace.head_sequence)
     plan_existing(trace, path, clean, config, trace.status)
+    clean = media_intake(clean)
     with transaction.atomic():
         _reserve(trace, token)
         _enqueue(trace.trace_id, clean, config)
