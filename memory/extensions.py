@@ -1,16 +1,18 @@
 """What the memory app plugs into every run (traces/runner/extensions.py): presets,
 skills in the system prompt (M6), experiences for a new run (M4), citations and
-outcomes (M4, M5), the reflection before a compaction (C2). Imported by the app's
+outcomes (M4, M5), the reflection before a compaction (C2), the memory index and
+recall in every model request (M8). Imported by the app's
 ready(), when models may be imported."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from memory.entries.requests import forget, with_memory
 from memory.injection import system_prompt_for, with_experiences
+from memory.models import ExperienceSource, normalize_tag
 from memory.presets import get_preset
 from memory.reflect import Reflection
-from memory.models import ExperienceSource, normalize_tag
 from memory.services import experience_create, experience_record_citations, experience_record_outcome
 from traces.models import Trace
 from traces.runner.extensions import Defer, RunExtensions
@@ -24,6 +26,8 @@ def register(extensions: RunExtensions) -> None:
     extensions.add("on_reply", _count_citations)
     extensions.add("on_end", _count_outcome)
     extensions.add("before_compaction", _reflect_before_compaction)
+    extensions.add("before_model", with_memory)
+    extensions.add("after_end", forget)
     extensions.add("on_lesson", _save_lesson)
 
 

@@ -1,4 +1,4 @@
-"""What is learned and configured: experiences (M1) and agent presets (M7).
+"""What is learned and configured: experiences (M1), agent presets (M7) and memory entries (M8).
 
 An Experience is a condition + rule lesson with evidence, reviewed by experts
 (draft -> approved -> retired); only approved ones are retrieved by default (M5).
@@ -15,6 +15,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models
+from django.db.models.functions import Lower
 from django.utils import timezone
 
 CATEGORIES = ("tool_usage", "logic_flow", "environment", "domain", "communication", "other")
@@ -207,3 +208,56 @@ class AgentPreset(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class MemoryType(models.TextChoices):
+    USER = "user", "User"
+    FEEDBACK = "feedback", "Feedback"
+    PROJECT = "project", "Project"
+    REFERENCE = "reference", "Reference"
+
+
+class MemoryEntry(models.Model):
+    """An agent's own note about a user or a project (M8, seed 001's memory entries).
+
+    Written by the agent through `write_memory` (the write gate in
+    `memory/entries/gate.py`), no expert approval; scoped to the trace's owner and,
+    for project-bound runs, to the project ("" = every run of the owner). Within a
+    scope, (type, name) is unique case-insensitively: writing it again overwrites.
+    """
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="memory_entries",
+    )
+    project = models.CharField(max_length=100, blank=True, default="", db_index=True)
+    type = models.CharField(max_length=16, choices=MemoryType.choices)
+    name = models.CharField(max_length=200)
+    description = models.CharField(max_length=500, blank=True, default="")
+    keywords = models.JSONField(default=list, blank=True)
+    content = models.TextField()
+    saved_at = models.DateTimeField(default=timezone.now)
+    # The trace whose run wrote it last (None: written in the portal, the API or an import).
+    trace = models.ForeignKey(
+        "traces.Trace", on_delete=models.SET_NULL, null=True, blank=True, related_name="memory_entries"
+    )
+
+    class Meta:
+        ordering = ["-saved_at", "-id"]
+        verbose_name_plural = "memory entries"
+        indexes = [models.Index(fields=["owner", "project", "-saved_at"], name="memory_entry_scope")]
+        constraints = [
+            models.UniqueConstraint(
+                "owner",
+                "project",
+                "type",
+                Lower("name"),
+                name="memory_entry_unique_name",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.type}: {self.name}"

@@ -85,6 +85,11 @@ class RunExtensions:
     on_end: list[Callable[[Trace, str, Defer], None]] = field(default_factory=list)
     # After the final commit (notifications).
     after_end: list[Callable[[Trace, str], None]] = field(default_factory=list)
+    # Each model request, just before it is sent; may return replacement messages, which
+    # are sent but not stored (M8: the memory index and what recall found).
+    before_model: list[Callable[[Trace, list[dict[str, Any]]], list[dict[str, Any]] | None]] = field(
+        default_factory=list
+    )
     # Parts of the periodic context injection (R7: the inbox, S4).
     context_hooks: list[ContextHook] = field(default_factory=list)
     # The persisted result of an open call healed at load (R6); None: not this hook's tool.

@@ -38,6 +38,8 @@ class ModelCalls(RunnerBase):
         watch = TokenWatch(run.config.on_token)
         project.refresh(run)  # M9: a changed AGENTS.md replaces the context (one stat per file)
         messages = project.apply(messages, run.project_context)
+        for shape in extensions.before_model:  # M8: the memory index and what was recalled
+            messages = shape(run.trace, messages) or messages
         if self.hooks.has("before_model"):
             messages = self.hooks.before_model(run.trace, messages)
         future = self._pool.submit(
