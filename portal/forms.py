@@ -11,7 +11,7 @@ from django.core.exceptions import NON_FIELD_ERRORS
 from django.utils.http import url_has_allowed_host_and_scheme
 
 from memory.models import CATEGORIES
-from traces.runner.run_settings import MAX_ITERATIONS_LIMIT, POLICY_ORDER
+from traces.runner.run_settings import MAX_ITERATIONS_LIMIT, POLICY_ORDER, STRATEGIES
 
 
 def _names(text: str) -> list[str] | None:
@@ -47,6 +47,8 @@ class RunSettingsForm(PortalForm):
         required=False, choices=[("", "—"), *((p, p) for p in POLICY_ORDER)], label="Approvals"
     )
     llm_params = forms.JSONField(required=False, label="Model parameters (JSON)")
+    strategy = forms.ChoiceField(required=False, choices=[("", "—"), *((n, n) for n in STRATEGIES)])
+    reflexion = forms.ChoiceField(required=False, choices=[("", "—"), ("on", "on"), ("off", "off")])
 
     def run_settings(self) -> dict[str, Any]:
         """The settings the expert filled in (blanks left out)."""
@@ -58,6 +60,8 @@ class RunSettingsForm(PortalForm):
             "skills": _names(data.get("skills") or ""),
             "confirm_policy": data.get("confirm_policy") or None,
             "llm_params": data.get("llm_params") or None,
+            "strategy": data.get("strategy") or None,
+            "reflexion": {"on": True, "off": False}.get(data.get("reflexion") or ""),
         }
         return {name: value for name, value in values.items() if value is not None}
 

@@ -38,6 +38,8 @@
     sub_trace_completed: ["subtraces", "plan", "header"], reflect_started: ["tree", "side"],
     compaction: ["header", "tree"], rewind: ["header", "tree", "plan"], loop_detected: ["header"],
     experiences_retrieved: ["side"], round_start: [], tool_call: [],
+    route_decided: ["header"], plan_made: ["plan", "header"], plan_failed: ["header"],
+    plan_step_ended: ["plan"], reflexion_lesson: ["tree", "side"], reflexion_failed: [],
   };
   var CHILD_PANELS = {
     token: [], round_start: [], tool_call: [],

@@ -198,3 +198,42 @@ def test_rewind_into_a_plan_restores_its_goals_as_of_the_cut_and_takes_it_up(run
     assert goals["write c.txt"].summary == "wrote c.txt again"
     assert Goal.objects.filter(trace_id=first.trace_id).count() == 4  # the same plan, no new one
     assert not events(first.trace_id, "plan_made")[1:]
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [({"strategy": "tree_of_thought"}, "strategy"), ({"reflexion": "yes"}, "reflexion")],
+)
+def test_a_bad_strategy_setting_is_400_naming_the_field(api_client, integrator, llm, body, field):
+    response = api_client(integrator).post("/api/traces", {"task": "x", **body}, format="json")
+
+    assert response.status_code == 400
+    assert field in response.json()["error"]
+    assert Trace.objects.count() == 0
+
+
+def test_the_api_takes_a_strategy_and_the_run_keeps_it(api_client, integrator, inline_worker, llm):
+    llm.script("utility", [route("DIRECT", "small talk")])
+    llm.script("scripted", ["hi!"])
+
+    with inline_worker():
+        response = api_client(integrator).post(
+            "/api/traces", {"task": "hello", "name": "n", "strategy": "routed"}, format="json"
+        )
+
+    assert response.status_code == 201
+    trace = Trace.objects.get(pk=response.json()["trace_id"])
+    assert trace.status == "completed" and trace.run_settings["strategy"] == "routed"
+    assert events(trace.trace_id, "route_decided")[0]["route"] == "DIRECT"
+
+
+def test_run_agent_takes_a_strategy(llm, workspace_root):
+    from django.core.management import call_command
+
+    llm.script("scripted", [plan("say hello"), Reply(text="hello said"), Reply(text="Hello!")])
+
+    call_command("run_agent", "--strategy", "plan_execute", "--no-reflexion", "--name", "cli", "greet")
+
+    trace = Trace.objects.get(name="cli")
+    assert trace.result_summary == "Hello!"
+    assert (trace.run_settings["strategy"], trace.run_settings["reflexion"]) == ("plan_execute", False)

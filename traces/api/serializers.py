@@ -17,7 +17,7 @@ from traces.api.fields import (
 )
 from traces.goal_tree import GoalTree
 from traces.models import CostState, Message, Trace, TraceEvent, TraceStatus
-from traces.runner.run_settings import LLM_PARAMS_ALLOWED, MAX_ITERATIONS_LIMIT, POLICY_ORDER
+from traces.runner.run_settings import LLM_PARAMS_ALLOWED, MAX_ITERATIONS_LIMIT, POLICY_ORDER, STRATEGIES
 from traces.storable import without_nul
 from traces.totals import trace_totals
 
@@ -296,6 +296,20 @@ class RunSettingsFields(serializers.Serializer):
         required=False,
         allow_null=True,
         help_text="network for the run's sandboxed tools; only experts may turn it on beyond the deployment's",
+    )
+
+    strategy = serializers.ChoiceField(
+        choices=list(STRATEGIES),
+        required=False,
+        allow_null=True,
+        help_text="react (the loop, default), routed (a utility-model router: direct answer, loop or plan) "
+        "or plan_execute (plan, steps as goals, synthesis); default: the preset's extra.strategy",
+    )
+    reflexion = StrictBooleanField(
+        required=False,
+        allow_null=True,
+        help_text="a self-critique and a retry after a failed tool call (3 lessons per step); "
+        "default: on for plan_execute",
     )
 
     def run_settings(self) -> dict[str, Any]:
