@@ -60,6 +60,8 @@ def content_text(content: Any) -> str:
         for part in content:
             if isinstance(part, dict) and part.get("type") == "text":
                 parts.append(str(part.get("text", "")))
+            elif isinstance(part, dict) and part.get("type") == "image_url":
+                continue  # a user's images are thumbnails (portal.templatetags.portal.user_images)
             elif isinstance(part, dict):
                 parts.append(f"[{part.get('type', 'part')}]")
         return "\n\n".join(parts)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from portal.views import approvals, memory, trace_page, traces
+from portal.views import approvals, media, memory, trace_page, traces
 
 app_name = "portal"
 
@@ -19,6 +19,11 @@ urlpatterns = [
     path("traces/<str:trace_id>/", trace_page.trace_detail, name="trace-detail"),
     path("traces/<str:trace_id>/panels.json", trace_page.trace_panels, name="trace-panels"),
     path("traces/<str:trace_id>/messages/<int:sequence>/", trace_page.message_fragment, name="message"),
+    path(
+        "traces/<str:trace_id>/messages/<int:sequence>/media/<int:index>",
+        media.message_media,
+        name="message-media",
+    ),
     path("traces/<str:trace_id>/run/", traces.trace_run, name="trace-run"),
     path("traces/<str:trace_id>/stop/", traces.trace_stop_view, name="trace-stop"),
     path("traces/<str:trace_id>/answer/", traces.trace_answer_view, name="trace-answer"),

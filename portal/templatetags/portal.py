@@ -9,6 +9,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from portal.markdown import content_text, pretty_arguments, render_markdown
+from traces.media.parts import image_parts, image_url, media_info, stored_sha
 from traces.models import Trace, cost_state
 from traces.totals import Totals, cost_note, cost_text, dollars
 
@@ -104,3 +105,32 @@ def gist(content: Any, length: int = 80) -> str:
 @register.filter
 def get_item(mapping: dict[str, Any], key: str) -> Any:
     return mapping.get(key)
+
+
+THUMBNAIL_CSS_SIDE = 160
+
+
+@register.filter
+def user_images(message: Any) -> list[dict[str, Any]]:
+    """The image parts of a *user* message, for thumbnails (L5, P5): stored ones are
+    served by portal/views/media.py; a URL the user gave is only a link, never loaded."""
+    if getattr(message, "role", None) != "user":
+        return []
+    images = []
+    for index, part in image_parts(message.content):
+        info, url = media_info(part), image_url(part)
+        width, height = int(info.get("width") or 0), int(info.get("height") or 0)
+        scale = min(1.0, THUMBNAIL_CSS_SIDE / max(width, height, 1))
+        pdf = info.get("pdf") if isinstance(info.get("pdf"), dict) else None
+        label = f"{pdf['name']}, page {pdf['page']} of {pdf['pages']}" if pdf else info.get("name") or "image"
+        images.append(
+            {
+                "index": index,
+                "stored": stored_sha(part) is not None,
+                "url": url if url.startswith(("https://", "http://")) else "",
+                "width": max(1, round(width * scale)),
+                "height": max(1, round(height * scale)),
+                "label": label,
+            }
+        )
+    return images

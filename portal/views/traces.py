@@ -17,11 +17,13 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
 from memory.models import AgentPreset
+from portal import attachments
 from portal.forms import AnswerForm, ContinueForm, NewRunForm, ReflectForm
 from portal.templatetags.portal import duration, tokens
 from portal.views.common import back_to_trace, refuse, refused
 from traces.collaboration.humans import human_answer
 from traces.filters import ATTENTION, TOP_LEVEL, PortalTraceFilter
+from traces.media.intake import InvalidMedia
 from traces.models import Trace, TraceStatus
 from traces.runner import InvalidRun, RunError
 from traces.selectors import traces_visible_to
@@ -103,6 +105,7 @@ def trace_new(request: HttpRequest) -> HttpResponse:
     form = NewRunForm(initial={"task": request.GET.get("task", ""), "preset": "default"})
     if request.method == "POST":
         form = NewRunForm(request.POST)
+        files = request.FILES.getlist(attachments.FIELD)
         try:
             if not form.is_valid():
                 raise InvalidRun(form.first_error())
@@ -110,12 +113,14 @@ def trace_new(request: HttpRequest) -> HttpResponse:
             task = data["task"].strip()
             trace = trace_start(
                 user=request.user,
-                messages=[{"role": "user", "content": task}] if task else [],
+                messages=attachments.user_message(task, files),
                 model=data["model"].strip() or None,
                 preset=data["preset"].strip() or None,
                 name=data["name"].strip() or None,
                 settings=form.run_settings(),
             )
+        except InvalidMedia as exc:
+            refuse(request, attachments.refusal_for_files(exc, files))
         except RunError as exc:
             refuse(request, exc)
         else:
@@ -134,8 +139,9 @@ def trace_run(request: HttpRequest, trace_id: str) -> HttpResponse:
         return refused(request, trace_id, InvalidRun(form.first_error()))
     text = form.cleaned_data["text"].strip()
     after_sequence = form.cleaned_data["after_sequence"]
-    new = [{"role": "user", "content": text}] if text else []
+    files = request.FILES.getlist(attachments.FIELD)
     try:
+        new = attachments.user_message(text, files)
         trace_continue(
             user=request.user,
             trace_id=trace_id,
@@ -143,6 +149,8 @@ def trace_run(request: HttpRequest, trace_id: str) -> HttpResponse:
             after_sequence=after_sequence,
             settings=form.run_settings(),
         )
+    except InvalidMedia as exc:
+        return refused(request, trace_id, attachments.refusal_for_files(exc, files))
     except RunError as exc:
         return refused(request, trace_id, exc)
     if after_sequence is None:

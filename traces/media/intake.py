@@ -16,6 +16,7 @@ import binascii
 import io
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -230,3 +231,19 @@ def _check_public_url(url: str, where: str) -> None:
 
 def _mib(size: int) -> str:
     return f"{size / (1024 * 1024):g} MiB"
+
+
+LOCAL_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".webp": "image/webp"}
+LOCAL_TYPES |= {".gif": "image/gif", ".pdf": PDF_TYPE}
+
+
+def local_file_part(path: Path) -> dict[str, Any]:
+    """A content part for a file on this machine (run_agent --image); media_intake checks it.
+    OSError when it cannot be read; InvalidMedia (naming the path) for another kind of file."""
+    mime = LOCAL_TYPES.get(path.suffix.lower())
+    if mime is None:
+        raise InvalidMedia(str(path), f"not an image or a PDF by its name ({', '.join(sorted(LOCAL_TYPES))})")
+    url = f"data:{mime};base64,{base64.b64encode(path.read_bytes()).decode('ascii')}"
+    if mime == PDF_TYPE:
+        return {"type": "file", "file": {"filename": path.name, "file_data": url}}
+    return {"type": "image_url", "image_url": {"url": url}, "name": path.name}

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import signal
 import sys
+from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from memory.reflect import reflect_on_trace
 from traces.management.show import main_path_lines
+from traces.media.intake import InvalidMedia, local_file_part, media_intake
 from traces.models import ApprovalStatus, Message, Trace, TraceStatus
 from traces.runner import AgentRunner, RunConfig, RunError, run_settings
-from traces.runner.run_settings import STRATEGIES
 from traces.runner.tool_call import ToolCall
 from traces.services.approvals import approval_decide, approvals_for
 from traces.totals import cost_text
@@ -38,6 +40,13 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("task", nargs="?", default="", help="the task, or the new message for --trace")
+        parser.add_argument(
+            "--image",
+            action="append",
+            default=[],
+            metavar="PATH",
+            help="attach an image (png, jpeg, webp, gif) or a PDF to the message (repeatable)",
+        )
         parser.add_argument("--model", help="litellm model string (default: AGENT_MODEL)")
         parser.add_argument(
             "--preset", default="default", help="agent preset (default, explore, analyst, ...)"
@@ -67,17 +76,6 @@ class Command(BaseCommand):
             action=argparse.BooleanOptionalAction,
             default=None,
             help="give (or take) the run's sandboxed tools the network",
-        )
-        parser.add_argument(
-            "--strategy",
-            choices=list(STRATEGIES),
-            help="react (the loop), routed (router: direct, loop or plan) or plan_execute; kept by later runs",
-        )
-        parser.add_argument(
-            "--reflexion",
-            action=argparse.BooleanOptionalAction,
-            default=None,
-            help="a self-critique and a retry after a failed tool call (default: on for plan_execute)",
         )
         parser.add_argument("--name", help="display name of a new trace")
         parser.add_argument("--no-stream", action="store_true", help="plain model calls instead of streaming")
@@ -118,7 +116,7 @@ class Command(BaseCommand):
             raise CommandError("give a task, or --trace ID to continue a trace")
         if options["reflect"] is not None and not task:
             return self._reflect(options["trace_id"], options["reflect"])
-        messages = [{"role": "user", "content": task}] if task else []
+        messages = self._messages(task, options["image"])
         config = RunConfig(
             **self._run_settings(options),
             model=options["model"],
@@ -143,6 +141,21 @@ class Command(BaseCommand):
         if code:
             raise CommandError(f"trace {trace.trace_id} ended {trace.status}", returncode=code)
 
+    def _messages(self, task: str, images: list[str]) -> list[dict[str, Any]]:
+        """The user message: the task, and each --image as a checked, stored part (exit 2 naming a refused one)."""
+        if not images:
+            return [{"role": "user", "content": task}] if task else []
+        parts: list[dict[str, Any]] = [{"type": "text", "text": task or "(see the attached files)"}]
+        try:
+            parts += [local_file_part(Path(path)) for path in images]
+            return media_intake([{"role": "user", "content": parts}])
+        except OSError as exc:
+            raise CommandError(f"--image: {exc}", returncode=2) from None
+        except InvalidMedia as exc:
+            match = re.match(r"^messages\[0\]\.content\[(\d+)\]", exc.where)
+            where = images[int(match[1]) - 1] if match else exc.where
+            raise CommandError(f"--image {where}: {exc.reason}", returncode=2) from None
+
     def _run_settings(self, options: dict[str, Any]) -> dict[str, Any]:
         """The run settings given as flags, checked like the API's (exit 2 naming the flag's field)."""
         params = {}
@@ -162,8 +175,6 @@ class Command(BaseCommand):
             "confirm_policy": options["confirm_policy"],
             "enable_memory": False if options["no_memory"] else None,
             "sandbox_network": options["network"],
-            "strategy": options["strategy"],
-            "reflexion": options["reflexion"],
         }
         try:  # the terminal is the operator's: it may loosen the gate
             return run_settings.check_request(values, baseline_policy="auto", may_loosen=True)
