@@ -17,6 +17,7 @@ from traces.management.show import main_path_lines
 from traces.media.intake import InvalidMedia, local_file_part, media_intake
 from traces.models import ApprovalStatus, Message, Trace, TraceStatus
 from traces.runner import AgentRunner, RunConfig, RunError, run_settings
+from traces.runner.run_settings import STRATEGIES
 from traces.runner.tool_call import ToolCall
 from traces.services.approvals import approval_decide, approvals_for
 from traces.totals import cost_text
@@ -76,6 +77,17 @@ class Command(BaseCommand):
             action=argparse.BooleanOptionalAction,
             default=None,
             help="give (or take) the run's sandboxed tools the network",
+        )
+        parser.add_argument(
+            "--strategy",
+            choices=list(STRATEGIES),
+            help="react (the loop), routed (router: direct, loop or plan) or plan_execute; kept by later runs",
+        )
+        parser.add_argument(
+            "--reflexion",
+            action=argparse.BooleanOptionalAction,
+            default=None,
+            help="a self-critique and a retry after a failed tool call (default: on for plan_execute)",
         )
         parser.add_argument("--name", help="display name of a new trace")
         parser.add_argument("--no-stream", action="store_true", help="plain model calls instead of streaming")
@@ -175,6 +187,8 @@ class Command(BaseCommand):
             "confirm_policy": options["confirm_policy"],
             "enable_memory": False if options["no_memory"] else None,
             "sandbox_network": options["network"],
+            "strategy": options["strategy"],
+            "reflexion": options["reflexion"],
         }
         try:  # the terminal is the operator's: it may loosen the gate
             return run_settings.check_request(values, baseline_policy="auto", may_loosen=True)
