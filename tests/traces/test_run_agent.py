@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import subprocess
@@ -299,3 +300,21 @@ def test_a_refused_after_points_at_show(llm):
         message = str(refused.value)
         assert why in message and "--after" in message and "after_sequence" not in message
         assert message.endswith(f"pick a sequence from: python manage.py run_agent --show {trace.trace_id}")
+
+
+def test_run_agent_works_in_a_project_and_refuses_an_unknown_one(
+    cli_env: dict[str, Any], scripted_llm_server: ScriptedLLM, tmp_path: Path
+):
+    shop = tmp_path / "shop"
+    shop.mkdir()
+    (shop / "AGENTS.md").write_text("Run the shop's tests with make check.\n")
+    env = {**cli_env, "AGENT_PROJECTS": json.dumps({"shop": str(shop)})}
+    scripted_llm_server.script("scripted", ["looked"])
+
+    done = run_agent(env, "--project", "shop", "look")
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    system = scripted_llm_server.requests_for("scripted")[-1].body["messages"][0]["content"]
+    assert "Run the shop's tests with make check." in system
+    bad = run_agent(env, "--project", "mall", "look")
+    assert bad.returncode == 2 and "project: unknown project 'mall'; known: shop" in bad.stderr

@@ -292,6 +292,13 @@ class RunSettingsFields(serializers.Serializer):
         help_text="which calls wait for an expert; only experts may loosen it",
     )
     enable_memory = StrictBooleanField(required=False, allow_null=True)
+    project = StrictCharField(
+        required=False,
+        allow_null=True,
+        max_length=500,
+        help_text='project directory to work in, "name" or "name/dir" (GET /api/projects); '
+        "read-only unless the project is writable",
+    )
     sandbox_network = StrictBooleanField(
         required=False,
         allow_null=True,

@@ -5,11 +5,12 @@ from __future__ import annotations
 from django.urls import path
 
 import traces.api.converters  # noqa: F401  (registers the "key" converter)
-from traces.api import approvals, collaboration, views
+from traces.api import approvals, collaboration, projects, views
 
 app_name = "traces-api"
 
 urlpatterns = [
+    path("projects", projects.ProjectListView.as_view(), name="project-list"),
     path("traces", views.TraceListView.as_view(), name="trace-list"),
     path("traces/running", views.RunningTraceListView.as_view(), name="trace-running"),
     path("traces/<key:trace_id>", views.TraceDetailView.as_view(), name="trace-detail"),
