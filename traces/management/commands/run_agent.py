@@ -79,6 +79,10 @@ class Command(BaseCommand):
             help="give (or take) the run's sandboxed tools the network",
         )
         parser.add_argument(
+            "--project",
+            help='work in this project of AGENT_PROJECTS ("name" or "name/dir"; kept by later runs)',
+        )
+        parser.add_argument(
             "--strategy",
             choices=list(STRATEGIES),
             help="react (the loop), routed (router: direct, loop or plan) or plan_execute; kept by later runs",
@@ -189,6 +193,7 @@ class Command(BaseCommand):
             "sandbox_network": options["network"],
             "strategy": options["strategy"],
             "reflexion": options["reflexion"],
+            "project": options["project"],
         }
         try:  # the terminal is the operator's: it may loosen the gate
             return run_settings.check_request(values, baseline_policy="auto", may_loosen=True)
