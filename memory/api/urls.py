@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.urls import path
 
 import traces.api.converters  # noqa: F401  (registers the "key" converter)
-from memory.api import views
+from memory.api import entries, views
 
 app_name = "memory-api"
 
@@ -23,6 +23,10 @@ urlpatterns = [
         for action in ("approve", "retire", "helpful", "harmful")
     ],
     path("traces/<key:trace_id>/reflect", views.TraceReflectView.as_view(), name="trace-reflect"),
+    path("memory", entries.MemoryListView.as_view(), name="memory-list"),
+    path("memory/export", entries.MemoryExportView.as_view(), name="memory-export"),
+    path("memory/import", entries.MemoryImportView.as_view(), name="memory-import"),
+    path("memory/<int:entry_id>", entries.MemoryDetailView.as_view(), name="memory-detail"),
     path("skills", views.SkillListView.as_view(), name="skill-list"),
     path("skills/<key:name>", views.SkillDetailView.as_view(), name="skill-detail"),
 ]

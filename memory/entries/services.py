@@ -3,12 +3,14 @@ import call these; every write passes the gate (`memory/entries/gate.py`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from memory.entries.gate import Draft, check
+from memory.entries import markdown
+from memory.entries.gate import Draft, MemoryRefused, check
 from memory.entries.selectors import Scope
 from memory.models import MemoryEntry, MemoryType
 
@@ -91,3 +93,42 @@ def _fill(entry: MemoryEntry, draft: Draft, saved_at: datetime | None) -> None:
     entry.keywords = draft.keywords
     entry.content = draft.content
     entry.saved_at = saved_at or timezone.now()
+
+
+def memory_entries_export(*, entries: Iterable[MemoryEntry]) -> str:
+    """memory.md of `entries` (oldest first, so an import keeps their order)."""
+    rows = sorted(entries, key=lambda e: (e.saved_at, e.pk))
+    return markdown.render(
+        [
+            markdown.EntryData(
+                type=e.type,
+                name=e.name,
+                content=e.content,
+                description=e.description,
+                keywords=list(e.keywords),
+                project=e.project,
+                saved_at=e.saved_at,
+            )
+            for e in rows
+        ]
+    )
+
+
+def memory_entries_import(*, owner_id: int | None, text: str) -> dict[str, int]:
+    """Import memory.md for `owner_id`, all or nothing: each entry passes the gate and
+    overwrites the owner's entry of its project, type and name. Raises MemoryFileError
+    or MemoryRefused (naming the entry)."""
+    created = replaced = 0
+    with transaction.atomic():
+        for number, data in enumerate(markdown.parse(text), start=1):
+            draft = Draft(data.type, data.name, data.description, data.keywords, data.content)
+            try:
+                _, new = memory_entry_write(
+                    scope=Scope(owner_id=owner_id, project=data.project), draft=draft, saved_at=data.saved_at
+                )
+            except MemoryRefused as refused:
+                raise MemoryRefused(
+                    [f"entry {number} ({data.name!r}): {r}" for r in refused.reasons]
+                ) from None
+            created, replaced = created + new, replaced + (not new)
+    return {"created": created, "replaced": replaced}

@@ -38,6 +38,10 @@ SEMANTIC_400 = [
     ("POST", "/api/traces"),
     # the text must be a well-formed experiences.md
     ("POST", "/api/experiences/import"),
+    # memory entries pass the write gate (no code, paths, git commands; Rule/Why/How to apply)
+    ("POST", "/api/memory"),
+    ("PATCH", "/api/memory/{entry_id}"),
+    ("POST", "/api/memory/import"),
 ]
 ACCEPTED_WITH_SEMANTIC_400 = ["2xx", "3xx", "400", "401", "403", "404", "409", "429"]
 CONFIG = schemathesis.Config.from_dict(
