@@ -1,9 +1,10 @@
-"""Admin of memory: the experts' review queue for experiences, and presets (M1, M5, M7)."""
+"""Admin of memory: the experts' review queue for experiences, presets and memory entries (M1, M5, M7, M8)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
@@ -12,7 +13,8 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from memory import services
-from memory.models import AgentPreset, Experience, ExperienceStatus
+from memory.entries.gate import Draft, MemoryRefused, check
+from memory.models import AgentPreset, Experience, ExperienceStatus, MemoryEntry
 
 
 class TagFilter(admin.SimpleListFilter):
@@ -160,3 +162,55 @@ class AgentPresetAdmin(admin.ModelAdmin):
         "updated_at",
     )
     search_fields = ("name", "description")
+
+
+class MemoryEntryForm(forms.ModelForm):
+    """Edits pass the write gate (M8), like the agent's own writes."""
+
+    class Meta:
+        model = MemoryEntry
+        fields = [
+            "owner",
+            "project",
+            "type",
+            "name",
+            "description",
+            "keywords",
+            "content",
+            "saved_at",
+            "trace",
+        ]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        keywords = data.get("keywords")
+        draft = Draft(
+            type=data.get("type") or "",
+            name=data.get("name") or "",
+            description=data.get("description") or "",
+            keywords=[str(k) for k in keywords] if isinstance(keywords, list) else [],
+            content=data.get("content") or "",
+        )
+        try:
+            checked = check(draft)
+        except MemoryRefused as refused:
+            raise forms.ValidationError(
+                [f"memory not saved: {reason}" for reason in refused.reasons]
+            ) from None
+        data.update(
+            name=checked.name,
+            description=checked.description,
+            keywords=checked.keywords,
+            content=checked.content,
+        )
+        return data
+
+
+@admin.register(MemoryEntry)
+class MemoryEntryAdmin(admin.ModelAdmin):
+    form = MemoryEntryForm
+    list_display = ["name", "type", "owner", "project", "description", "saved_at"]
+    list_filter = ["type", "project"]
+    search_fields = ["name", "description", "content", "owner__username"]
+    raw_id_fields = ["owner", "trace"]
+    date_hierarchy = "saved_at"
