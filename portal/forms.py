@@ -34,6 +34,17 @@ class PortalForm(forms.Form):
         return f"{label}: {self.first_message()}"
 
 
+class AgentsTextForm(PortalForm):
+    """The user's own AGENTS text (M9)."""
+
+    text = forms.CharField(
+        required=False,
+        strip=False,
+        widget=forms.Textarea(attrs={"rows": 16, "class": "mono"}),
+        label="Your AGENTS text",
+    )
+
+
 class RunSettingsForm(PortalForm):
     """The run settings of traces/runner/run_settings.py; empty = keep the trace's (or the preset's)."""
 

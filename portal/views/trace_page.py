@@ -42,7 +42,7 @@ SHOWN_EVENTS = 300  # the timeline shows the newest events only
 SUB_TRACE_DEPTH = 5
 SUB_TRACES_SHOWN = 100
 CHILD_MESSAGES = 3  # the newest messages of each live sub-trace, shown on the parent's page
-PANELS = ("header", "requests", "plan", "tree", "subtraces", "side", "continue", "messages")
+PANELS = ("header", "requests", "plan", "tree", "subtraces", "side", "project", "continue", "messages")
 
 
 @dataclass
@@ -165,6 +165,17 @@ def _approvals(request: HttpRequest, trace: Trace, viewing: Viewing) -> list[App
     return viewing.approvals
 
 
+def _project(request: HttpRequest, trace: Trace, viewing: Viewing) -> dict[str, Any]:
+    """M9: the files and text that made the run's project context (traces/runner/project.py)."""
+    stored = (trace.context or {}).get("project_context") or {}
+    return {
+        "project": (trace.run_settings or {}).get("project"),
+        "project_files": stored.get("files") or [],
+        "project_text": stored.get("text") or "",
+        "project_truncated": stored.get("truncated") or 0,
+    }
+
+
 def _page(trace: Trace, viewing: Viewing) -> PathPage:
     if viewing.page is None:
         viewing.page = path_page(
@@ -192,6 +203,7 @@ PANEL_CONTEXT: dict[str, Callable[[HttpRequest, Trace, Viewing], dict[str, Any]]
     "tree": _tree,
     "subtraces": _subtraces,
     "side": _side,
+    "project": _project,
     "continue": _continue,
     "messages": _messages,
 }
