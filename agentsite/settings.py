@@ -242,6 +242,11 @@ if AGENT_APPROVERS not in ("staff", "owner"):
 AGENT_CONTEXT_TOKENS = env_int("AGENT_CONTEXT_TOKENS", 0, minimum=0)
 AGENT_COMPACTION_THRESHOLD = env_float("AGENT_COMPACTION_THRESHOLD", 0.8, minimum=0.1)
 AGENT_COMPACTION_REFLECT = env_bool("AGENT_COMPACTION_REFLECT", True)
+# Seed 001 layer 2, microcompact (traces/runner/microcompact.py): above
+# AGENT_MICROCOMPACT_THRESHOLD of the context (0: always), tool results older than the
+# newest AGENT_MICROCOMPACT_KEEP (0: off; run setting microcompact_keep) are stubs in requests.
+AGENT_MICROCOMPACT_KEEP = env_int("AGENT_MICROCOMPACT_KEEP", 5, minimum=0)
+AGENT_MICROCOMPACT_THRESHOLD = env_float("AGENT_MICROCOMPACT_THRESHOLD", 0.5, minimum=0.0)
 # C3: tool results longer than this are spilled to the workspace with a preview.
 AGENT_TOOL_SPILL_CHARS = env_int("AGENT_TOOL_SPILL_CHARS", 20_000, minimum=1000)
 AGENT_TOOL_SPILL_PREVIEW = env_int("AGENT_TOOL_SPILL_PREVIEW", 2_000, minimum=100)

@@ -421,6 +421,8 @@ class ScriptedLLM:
     def __init__(self, default: Reply | str = "done") -> None:
         self._initial_default = _as_reply(default)
         self.default: Reply = self._initial_default
+        # Refuse, as OpenAI does (400), a chat request whose tool messages and calls do not pair.
+        self.check_pairing = False
         self.requests: list[RecordedRequest] = []
         self._queues: dict[str, deque[ReplyScript]] = defaultdict(deque)
         self._lock = threading.Condition()
@@ -493,6 +495,7 @@ class ScriptedLLM:
             self._queues.clear()
             self.requests.clear()
             self.default = self._initial_default
+            self.check_pairing = False
 
     def requests_for(self, model: str) -> list[RecordedRequest]:
         with self._lock:
@@ -523,6 +526,30 @@ class ScriptedLLM:
         if callable(scripted) and not isinstance(scripted, Reply):
             scripted = scripted(body)
         return _as_reply(scripted)
+
+
+def pairing_error(messages: list[dict[str, Any]]) -> str | None:
+    """What OpenAI's chat API says of messages whose tool calls and results do not pair, or None."""
+    open_ids: set[Any] = set()
+    for index, message in enumerate(messages):
+        if message.get("role") == "tool":
+            if message.get("tool_call_id") not in open_ids:
+                return (
+                    f"Invalid parameter: messages[{index}] with role 'tool' must be a response "
+                    "to a preceeding message with 'tool_calls'."
+                )
+            open_ids.discard(message.get("tool_call_id"))
+            continue
+        if open_ids:
+            break
+        open_ids = {call.get("id") for call in message.get("tool_calls") or ()}
+    if open_ids:
+        return (
+            "An assistant message with 'tool_calls' must be followed by tool messages responding "
+            f"to each 'tool_call_id'. The following tool_call_ids did not have response messages: "
+            f"{', '.join(sorted(map(str, open_ids)))}"
+        )
+    return None
 
 
 def _override(value: int | None, estimate: int) -> int:
@@ -570,6 +597,11 @@ def _make_handler(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
             if not (anthropic or request.path.endswith("/chat/completions")):
                 request.status = 404
                 self._json(404, _openai_error(Reply(status=404, error=f"no route {request.path}")), {})
+                return
+            unpaired = pairing_error(request.body.get("messages") or []) if llm.check_pairing else None
+            if unpaired and not anthropic:
+                request.status = 400
+                self._json(400, _openai_error(Reply(status=400, error=unpaired)), {})
                 return
             reply = llm._next_reply(request.model, request.body)
             if reply.delay:

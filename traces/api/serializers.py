@@ -304,6 +304,13 @@ class RunSettingsFields(serializers.Serializer):
         allow_null=True,
         help_text="network for the run's sandboxed tools; only experts may turn it on beyond the deployment's",
     )
+    microcompact_keep = StrictIntegerField(
+        required=False,
+        allow_null=True,
+        min_value=0,
+        help_text="newest tool results kept whole in requests once the context is half full; "
+        "older ones become stubs (0 = off; default AGENT_MICROCOMPACT_KEEP)",
+    )
 
     strategy = serializers.ChoiceField(
         choices=list(STRATEGIES),

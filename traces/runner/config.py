@@ -79,6 +79,7 @@ class RunConfig:
     context_every: int | None = None
     strategy: str | None = None  # R11: react | routed | plan_execute; None = preset, else react
     reflexion: bool | None = None  # R11: self-critique after a failed call; None = preset, else plan_execute
+    microcompact_keep: int | None = None  # newest tool results kept whole; 0 = off; None = deployment
     new_trace_id: str | None = None  # id for a new trace (sub-traces name theirs)
     # A run the API queued (traces.services): the trace row is already reserved
     # with this lease token, so the worker claims exactly that reservation (a

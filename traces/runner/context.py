@@ -6,6 +6,7 @@ import logging
 from typing import Any
 
 import traces.runner.compaction as compaction
+import traces.runner.microcompact as microcompact
 from traces.goal_tree import GoalTree
 from traces.models import Message, MessageKind, Trace
 from traces.runner.base import RunnerBase
@@ -41,6 +42,8 @@ class ContextManagement(RunnerBase):
 
     def _request(self, run: RunState) -> list[dict[str, Any]]:
         """The messages for the next model call: the history, compacted when it is too big."""
+        if run.microcompact_keep and run.token_total > run.microcompact_at:
+            self._microcompact(run)
         if run.token_total <= run.threshold:
             return run.llm_messages
         messages, dropped = compaction.level_one(run.llm_messages, run.infos, run.goal_tree)
@@ -64,6 +67,16 @@ class ContextManagement(RunnerBase):
             if tokens <= run.threshold:
                 return messages
         return self._truncate(run, tokens)
+
+    def _microcompact(self, run: RunState) -> None:
+        """Seed 001 layer 2: older tool results become stubs in the in-memory history
+        (microcompact.py); the summary, if one follows, reads the stubs too."""
+        info = microcompact.microcompact(run)
+        if info is None:
+            return
+        run.store.emit("compaction", info)  # committed with the step
+        if self.hooks.has("on_compaction"):
+            self.hooks.on_compaction(run.trace, info)
 
     def _truncate(self, run: RunState, tokens: int) -> list[dict[str, Any]]:
         """No summary helped: cut the request (never send one over the threshold)."""
@@ -123,6 +136,7 @@ class ContextManagement(RunnerBase):
         tokens_before = run.token_total
         previous_head = run.trace.head_sequence
         run.llm_messages = run.llm_messages[: first_user + 1]
+        run.microcompact_done = 0  # a new list: the carried tail has not been looked at
         run.infos = run.infos[: first_user + 1]
         run.token_total = sum(info.tokens for info in run.infos)
         first_sequence = run.infos[first_user].sequence

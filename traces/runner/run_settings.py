@@ -34,6 +34,7 @@ UNSET: dict[str, Any] = {
     "confirm_policy": None,
     "enable_memory": True,
     "context_every": None,
+    "microcompact_keep": None,
     "stream": None,
     "sandbox_network": None,
     "project": None,
@@ -188,6 +189,9 @@ def check_request(
     every = checked.get("context_every")
     if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
         raise InvalidRun("context_every: a positive integer")
+    keep = checked.get("microcompact_keep")
+    if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 0):
+        raise InvalidRun("microcompact_keep: an integer from 0 (off) up")
     policy = checked.get("confirm_policy")
     if policy is not None:
         if policy not in POLICY_ORDER:

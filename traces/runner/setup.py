@@ -26,7 +26,7 @@ from traces.llm import (
 )
 from traces.models import Approval, Message, MessageKind, Trace
 from traces.runner.base import RunnerBase
-from traces.runner.compaction import context_threshold, info_for
+from traces.runner.compaction import context_limit, context_threshold, info_for
 from traces.runner.config import (
     InvalidRun,
     RunConfig,
@@ -34,6 +34,7 @@ from traces.runner.config import (
 )
 from traces.runner.extensions import Preset, Tool, extensions
 from traces.runner.history import heal_message, sanitize_history_with_infos
+from traces.runner.microcompact import trigger_tokens
 from traces.runner.prepare import (
     load_trace,
     new_trace,
@@ -110,6 +111,8 @@ class RunSetup(RunnerBase):
             raise InvalidRun(f"unknown confirm policy {policy!r}; use {', '.join(POLICIES)}")
         max_iterations = config.max_iterations or preset.max_iterations or settings.AGENT_MAX_ITERATIONS
         context_every = config.context_every or settings.AGENT_CONTEXT_EVERY
+        keep = config.microcompact_keep
+        microcompact_keep = settings.AGENT_MICROCOMPACT_KEEP if keep is None else keep
         placement = project.trace_placement(
             trace.trace_id, project.placement_for(config, preset, trace.run_settings)
         )
@@ -123,6 +126,7 @@ class RunSetup(RunnerBase):
             "confirm_policy": policy,
             "enable_memory": config.enable_memory,
             "context_every": context_every,
+            "microcompact_keep": microcompact_keep,
             "stream": config.stream,
             "sandbox_network": (
                 config.sandbox_network
@@ -155,6 +159,8 @@ class RunSetup(RunnerBase):
             max_iterations=max_iterations,
             context_every=context_every,
             threshold=context_threshold(model.model),
+            microcompact_keep=microcompact_keep,
+            microcompact_at=trigger_tokens(context_limit(model.model)),
             policy=policy,
             gated=policy != "auto"
             or (trace.last_sequence > 0 and Approval.objects.filter(trace=trace).exists()),

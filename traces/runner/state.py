@@ -72,6 +72,9 @@ class RunState:
     once_pending: list[tuple[int, str]] = field(default_factory=list)  # (index, long-term memory) to retire
     dropped_signature: tuple[int, ...] = ()  # what level 1 left out last time (one event per change)
     truncated_signature: tuple[int, ...] = ()  # what the truncation fallback left out last time
+    microcompact_keep: int = 0  # newest tool results kept whole in requests (0: microcompact off)
+    microcompact_at: int = 0  # microcompact starts above this many tokens
+    microcompact_done: int = 0  # index of llm_messages where the last microcompact pass stopped
     policy: str = "auto"  # confirm gate (G5)
     gated: bool = False  # whether calls must pass the gate (a policy asks, or approvals exist)
     placement: Placement | None = None  # M9: the workspace, its AGENTS.md root, whether writable
