@@ -59,6 +59,8 @@ def test_a_run_started_in_a_project_works_there_and_a_continue_keeps_it(
     assert again.status_code == 202, again.content
 
     assert Trace.objects.get(pk=trace_id).run_settings["project"] == "shop"
+    shown = client.get(f"/api/traces/{trace_id}").json()["context"]["project_context"]
+    assert [f["path"] for f in shown["files"]] == ["AGENTS.md"] and "Prices are in cents." in shown["text"]
     assert all("Prices are in cents." in r.messages[0]["content"] for r in llm.requests_for("scripted"))
     refused = client.post(
         f"/api/traces/{trace_id}/run",
