@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from portal.views import agents, approvals, media, memory, trace_page, traces
+from portal.views import agents, approvals, media, memory, memory_entries, trace_page, traces
 
 app_name = "portal"
 
@@ -39,5 +39,9 @@ urlpatterns = [
     path("experiences/<str:code>/edit/", memory.experience_edit, name="experience-edit"),
     path("experiences/<str:code>/<str:action>/", memory.experience_action, name="experience-action"),
     path("library/", memory.library, name="library"),
+    path("memory/", memory_entries.memory_list, name="memory"),
+    path("memory/memory.md", memory_entries.memory_download, name="memory-download"),
+    path("memory/<int:entry_id>/edit/", memory_entries.memory_edit, name="memory-edit"),
+    path("memory/<int:entry_id>/delete/", memory_entries.memory_delete, name="memory-delete"),
     path("agents/", agents.agents_text, name="agents-text"),
 ]
