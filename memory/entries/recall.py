@@ -87,15 +87,33 @@ def _as_id(value: Any) -> int | None:
     return int(text) if text.isdigit() else None
 
 
-def survivors(entries: list[MemoryEntry], messages: list[dict[str, Any]]) -> list[MemoryEntry]:
-    """`entries` less those whose body is in `messages` and the manuals of tools in use."""
+def survivors(
+    entries: list[MemoryEntry], messages: list[dict[str, Any]]
+) -> tuple[list[MemoryEntry], dict[str, int]]:
+    """`entries` less those whose body is in `messages` and the manuals of tools in use,
+    and how many each filter dropped ({"dedup": n, "tool_usage": n})."""
     texts = [_text(m.get("content")) for m in messages]
     in_use = tools_in_use(messages)
-    return [
-        e
-        for e in entries
-        if not any(e.content.strip() in text for text in texts) and not is_manual_for(e, in_use)
-    ]
+    kept: list[MemoryEntry] = []
+    dropped = {"dedup": 0, "tool_usage": 0}
+    for entry in entries:
+        if any(entry.content.strip() in text for text in texts):
+            dropped["dedup"] += 1
+        elif is_manual_for(entry, in_use):
+            dropped["tool_usage"] += 1
+        else:
+            kept.append(entry)
+    return kept, dropped
+
+
+def recalled_event(kept: list[MemoryEntry], dropped: dict[str, int]) -> dict[str, Any]:
+    """The `memory_recalled` event's payload: what a run was given, what the filters left out."""
+    return {
+        "entries": [
+            {"id": e.pk, "name": e.name, "type": e.type, "saved_at": e.saved_at.isoformat()} for e in kept
+        ],
+        "dropped": dropped,
+    }
 
 
 def tools_in_use(messages: list[dict[str, Any]]) -> set[str]:

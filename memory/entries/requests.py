@@ -22,11 +22,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memory.entries.index import MAX_LINES, memory_index
-from memory.entries.recall import MAX_CANDIDATES, candidates, recall_ids, recalled_message, survivors
+from memory.entries.recall import (
+    MAX_CANDIDATES,
+    candidates,
+    recall_ids,
+    recalled_event,
+    recalled_message,
+    survivors,
+)
 from memory.entries.selectors import Scope, memory_entries_in_scope
 from memory.models import MemoryEntry
 from traces.llm import LLMClient
 from traces.models import Trace
+from traces.runner.extensions import Emit
 
 logger = logging.getLogger(__name__)
 
@@ -47,13 +55,14 @@ _runs: dict[tuple[str, int], _RunMemory] = {}
 _lock = threading.Lock()
 
 
-def with_memory(trace: Trace, messages: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+def with_memory(trace: Trace, messages: list[dict[str, Any]], emit: Emit) -> list[dict[str, Any]] | None:
     """`messages` with the memory index (and what was recalled) after the system prompt;
-    None to leave the request alone (memory off, no entries)."""
+    None to leave the request alone (memory off, no entries). `emit`: the run's events
+    (`memory_recalled` when recall's pick joins the run)."""
     if not _enabled(trace):
         return None
     try:
-        return _with_memory(trace, messages)
+        return _with_memory(trace, messages, emit)
     except Exception:
         logger.exception("memory for the request of %s failed; sent without", trace.trace_id)
         return None
@@ -66,7 +75,7 @@ def forget(trace: Trace, status: str = "") -> None:
             _runs.pop(key, None)
 
 
-def _with_memory(trace: Trace, messages: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+def _with_memory(trace: Trace, messages: list[dict[str, Any]], emit: Emit) -> list[dict[str, Any]] | None:
     key = (trace.trace_id, trace.run_token)
     with _lock:
         state = _runs.get(key)
@@ -75,7 +84,7 @@ def _with_memory(trace: Trace, messages: list[dict[str, Any]]) -> list[dict[str,
         with _lock:
             _runs[key] = state
     elif state.recall is not None:
-        _join(state, messages)
+        _join(state, messages, emit)
     entries = memory_entries_in_scope(state.scope)
     index = memory_index(entries[:MAX_LINES], total=entries.count())
     extra = [m for m in (index.text if index else None, state.recalled) if m]
@@ -95,8 +104,8 @@ def _start(trace: Trace, messages: list[dict[str, Any]]) -> _RunMemory:
     return state
 
 
-def _join(state: _RunMemory, messages: list[dict[str, Any]]) -> None:
-    """The second call: wait for recall, keep the survivors of the filters."""
+def _join(state: _RunMemory, messages: list[dict[str, Any]], emit: Emit) -> None:
+    """The second call: wait for recall, keep the survivors of the filters; a pick is an event."""
     future, state.recall = state.recall, None
     assert future is not None
     try:
@@ -105,9 +114,12 @@ def _join(state: _RunMemory, messages: list[dict[str, Any]]) -> None:
         logger.info("memory recall took over %s s; the run goes on without", JOIN_SECONDS)
         return
     by_id = {e.pk: e for e in MemoryEntry.objects.filter(pk__in=ids)}
-    kept = survivors([by_id[i] for i in ids if i in by_id], messages)
+    picked = [by_id[i] for i in ids if i in by_id]
+    kept, dropped = survivors(picked, messages)
     state.recalled_ids = [e.pk for e in kept]
     state.recalled = recalled_message(kept)
+    if picked:
+        emit("memory_recalled", recalled_event(kept, dropped))
 
 
 def _task(trace: Trace, messages: list[dict[str, Any]]) -> str:

@@ -1,8 +1,8 @@
 """The trace page (P2): panels that stay true while a run streams, and long paths in pages.
 
 The page is a set of panels (templates/portal/panels/): header, requests (approvals
-and questions), plan, tree, sub-traces, side (decisions, inbox, experiences),
-continue and messages. The page renders them all but the tree (loaded on demand);
+and questions), plan, tree, sub-traces, side (decisions, inbox, experiences,
+what was recalled from memory), continue and messages. The page renders them all but the tree (loaded on demand);
 afterwards static/portal/trace.js re-fetches the panels an event changes from
 `trace_panels`, in one request, so every figure on the page is what the server
 says and every piece of model text is sanitised on the server, as on first load.
@@ -31,7 +31,7 @@ from portal.paging import CALL_LOOKBACK, PathPage, path_page
 from portal.tree import message_tree
 from traces.collaboration.humans import HUMAN
 from traces.goal_tree import GoalTree
-from traces.models import Approval, ApprovalStatus, InboxMessage, Message, Trace, TraceStatus
+from traces.models import Approval, ApprovalStatus, InboxMessage, Message, Trace, TraceEvent, TraceStatus
 from traces.runner.config import STEP_LIMIT_PREFIX
 from traces.selectors import trace_events, traces_visible_to
 from traces.services.approvals import approvals_for, may_decide
@@ -42,6 +42,7 @@ SHOWN_EVENTS = 300  # the timeline shows the newest events only
 SUB_TRACE_DEPTH = 5
 SUB_TRACES_SHOWN = 100
 CHILD_MESSAGES = 3  # the newest messages of each live sub-trace, shown on the parent's page
+RECALLS_SHOWN = 50  # memory_recalled events read for the side panel (one per run)
 PANELS = ("header", "requests", "plan", "tree", "subtraces", "side", "project", "continue", "messages")
 
 
@@ -141,7 +142,23 @@ def _side(request: HttpRequest, trace: Trace, viewing: Viewing) -> dict[str, Any
         "experiences": list(
             Experience.objects.filter(trace=trace).order_by("-created_at").only("code", "rule", "status")[:50]
         ),
+        **_recalled(trace),
     }
+
+
+def _recalled(trace: Trace) -> dict[str, Any]:
+    """M8: the memory entries recall gave this trace's runs (its `memory_recalled` events),
+    each once, and how many the filters left out."""
+    events = TraceEvent.objects.filter(trace=trace, type="memory_recalled").order_by("-event_id")
+    payloads = list(events.values_list("payload", flat=True)[:RECALLS_SHOWN])
+    entries: dict[Any, dict[str, Any]] = {}
+    dropped = {"dedup": 0, "tool_usage": 0}
+    for payload in payloads:
+        for entry in payload.get("entries") or []:
+            entries.setdefault(entry.get("id"), entry)
+        for name in dropped:
+            dropped[name] += int((payload.get("dropped") or {}).get(name) or 0)
+    return {"recalled": list(entries.values()), "recall_dropped": dropped, "recall_runs": len(payloads)}
 
 
 def _continue(request: HttpRequest, trace: Trace, viewing: Viewing) -> dict[str, Any]:

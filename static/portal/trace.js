@@ -40,7 +40,7 @@
     experiences_retrieved: ["side"], round_start: [], tool_call: [],
     route_decided: ["header"], plan_made: ["plan", "header"], plan_failed: ["header"],
     plan_step_ended: ["plan"], reflexion_lesson: ["tree", "side"], reflexion_failed: [],
-    project_context_changed: ["project"],
+    project_context_changed: ["project"], memory_recalled: ["side"],
   };
   var CHILD_PANELS = {
     token: [], round_start: [], tool_call: [],

@@ -10,6 +10,7 @@ from typing import Any
 
 import litellm  # noqa: F401  (imported before the clock starts: the first import takes seconds)
 import pytest
+from django.test import Client
 from django.utils import timezone
 
 from memory.entries.gate import Draft
@@ -18,6 +19,7 @@ from memory.entries.selectors import Scope
 from memory.entries.services import memory_entry_write
 from memory.models import MemoryEntry
 from tests.scripted_llm import Reply, ToolCall
+from traces.models import TraceEvent
 from traces.runner import RunConfig
 
 pytestmark = pytest.mark.django_db
@@ -73,7 +75,7 @@ def test_recall_runs_beside_the_first_step_and_is_filtered(runner, llm, integrat
         ],
     )
     started = time.monotonic()
-    runner.run_result(
+    result = runner.run_result(
         [{"role": "user", "content": "Can I merge my branch?"}], RunConfig(owner_id=integrator.pk, name="r")
     )
 
@@ -93,6 +95,24 @@ def test_recall_runs_beside_the_first_step_and_is_filtered(runner, llm, integrat
     assert f"#{gotcha.pk} reference/grep gotcha" in text and "saved today" in text
     assert "grep flags" not in text  # the manual of a tool in use
     assert "languages" not in text  # its body was already read in this run
+
+    (event,) = TraceEvent.objects.filter(trace_id=result.trace_id, type="memory_recalled")
+    assert event.payload == {
+        "entries": [
+            {"id": e.pk, "name": e.name, "type": e.type, "saved_at": e.saved_at.isoformat()}
+            for e in (freeze, gotcha)
+        ],
+        "dropped": {"dedup": 1, "tool_usage": 1},
+    }
+    # The trace page's side panel lists them, linked to the Memory page.
+    client = Client()
+    client.force_login(integrator)
+    answer = client.get(f"/traces/{result.trace_id}/panels.json", {"names": "side"}).json()
+    side = answer["panels"]["side"]
+    assert "Recalled from memory" in side
+    assert f'/memory/?q=release%20freeze#memory-{freeze.pk}"' in side and "project/release freeze" in side
+    assert f"#memory-{gotcha.pk}" in side and f"#memory-{manual.pk}" not in side
+    assert "Left out: 1 already in the conversation, 1 manual of a tool in use." in side
 
 
 def test_a_failed_tool_is_not_in_use():

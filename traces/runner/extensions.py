@@ -86,8 +86,9 @@ class RunExtensions:
     # After the final commit (notifications).
     after_end: list[Callable[[Trace, str], None]] = field(default_factory=list)
     # Each model request, just before it is sent; may return replacement messages, which
-    # are sent but not stored (M8: the memory index and what recall found).
-    before_model: list[Callable[[Trace, list[dict[str, Any]]], list[dict[str, Any]] | None]] = field(
+    # are sent but not stored (M8: the memory index and what recall found); `Emit`
+    # writes an event of the run (M8: `memory_recalled`).
+    before_model: list[Callable[[Trace, list[dict[str, Any]], Emit], list[dict[str, Any]] | None]] = field(
         default_factory=list
     )
     # Parts of the periodic context injection (R7: the inbox, S4).

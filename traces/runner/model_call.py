@@ -39,7 +39,7 @@ class ModelCalls(RunnerBase):
         project.refresh(run)  # M9: a changed AGENTS.md replaces the context (one stat per file)
         messages = project.apply(messages, run.project_context)
         for shape in extensions.before_model:  # M8: the memory index and what was recalled
-            messages = shape(run.trace, messages) or messages
+            messages = shape(run.trace, messages, run.store.emit) or messages
         if self.hooks.has("before_model"):
             messages = self.hooks.before_model(run.trace, messages)
         future = self._pool.submit(
