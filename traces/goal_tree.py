@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
 
+from django.db.models import Q
 from django.utils import timezone
 
 from traces.models import Goal, GoalStatus, Trace, TraceEvent
@@ -179,18 +180,21 @@ class GoalTree:
             self._set_status(goal, GoalStatus.IN_PROGRESS)
         return goal
 
-    def complete(self, goal: Goal, summary: str) -> Goal | None:
-        """Mark `goal` done; focus moves to the next open goal. Returns it."""
-        return self._close(goal, GoalStatus.COMPLETED, summary)
+    def complete(self, goal: Goal, summary: str, *, at_sequence: int | None = None) -> Goal | None:
+        """Mark `goal` done; focus moves to the next open goal. Returns it.
 
-    def abandon(self, goal: Goal, reason: str) -> Goal | None:
-        return self._close(goal, GoalStatus.ABANDONED, reason)
+        `at_sequence`: the message that closed it (a plan step's answer), recorded
+        with the event so a rewind to exactly that message keeps it closed."""
+        return self._close(goal, GoalStatus.COMPLETED, summary, at_sequence)
 
-    def _close(self, goal: Goal, status: str, summary: str) -> Goal | None:
+    def abandon(self, goal: Goal, reason: str, *, at_sequence: int | None = None) -> Goal | None:
+        return self._close(goal, GoalStatus.ABANDONED, reason, at_sequence)
+
+    def _close(self, goal: Goal, status: str, summary: str, at_sequence: int | None) -> Goal | None:
         if goal.status in CLOSED:
             raise GoalError(f"goal {self.display_ids()[goal.goal_id]} is already {goal.status}")
         goal.summary = summary
-        self._set_status(goal, status)
+        self._set_status(goal, status, at_sequence)
         if self.trace.current_goal_id != goal.goal_id:
             return self.current
         self.trace.current_goal_id = None
@@ -207,13 +211,13 @@ class GoalTree:
                 return candidate
         return None
 
-    def _set_status(self, goal: Goal, status: str) -> None:
+    def _set_status(self, goal: Goal, status: str, at_sequence: int | None = None) -> None:
         goal.status = status
         self._dirty.add(goal.goal_id)
-        self.emit(
-            "goal_updated",
-            {"goal_id": goal.goal_id, "status": status, "summary": goal.summary},
-        )
+        payload: dict[str, Any] = {"goal_id": goal.goal_id, "status": status, "summary": goal.summary}
+        if at_sequence is not None:
+            payload["at_sequence"] = at_sequence
+        self.emit("goal_updated", payload)
 
     def leave_open(self, run_status: str) -> list[Goal]:
         """A run ended with `run_status`: mark the goals still open (stored, emitted).
@@ -342,10 +346,11 @@ class GoalTree:
             "goals": [self.goal_dict(g) for _, g in self.walk()],
         }
 
-    def rebuild_at(self, cutoff: datetime) -> list[str]:
+    def rebuild_at(self, cutoff: datetime, cut_sequence: int | None = None) -> list[str]:
         """R4: keep goals created at or before `cutoff`, drop later ones.
 
-        Kept goals get back their status as of `cutoff` (their goal events), and
+        Kept goals get back their status as of `cutoff` (their goal events, plus
+        those recorded as closed by the cut message `cut_sequence` itself), and
         in_progress ones go back to pending (written by the next commit)
         and the focus is cleared. Returns the dropped internal ids. The caller
         holds a transaction that ends with the run's fenced commit, so a run that
@@ -356,7 +361,7 @@ class GoalTree:
             Goal.objects.filter(trace=self.trace, goal_id__in=dropped).delete()
             for gid in dropped:
                 self.goals.pop(gid)
-        self._restore_statuses(cutoff)
+        self._restore_statuses(cutoff, cut_sequence)
         for goal in self.goals.values():
             if goal.status == GoalStatus.IN_PROGRESS:
                 goal.status = GoalStatus.PENDING
@@ -364,11 +369,16 @@ class GoalTree:
         self.trace.current_goal_id = None
         return dropped
 
-    def _restore_statuses(self, cutoff: datetime) -> None:
+    def _restore_statuses(self, cutoff: datetime, cut_sequence: int | None) -> None:
         """Kept goals get back the status and summary their events gave them by `cutoff`
-        (a plan step done after the cut is open again). Goals with no event keep theirs."""
+        (a plan step done after the cut is open again). A step's closing is recorded just
+        after its answer, with that answer's sequence: a cut at the answer keeps it closed.
+        Goals with no event keep theirs."""
+        by_cut = Q(created_at__lte=cutoff)
+        if cut_sequence is not None:
+            by_cut |= Q(type="goal_updated", payload__at_sequence=cut_sequence)
         events = TraceEvent.objects.filter(
-            trace_id=self.trace.trace_id, type__in=("goal_added", "goal_updated"), created_at__lte=cutoff
+            by_cut, trace_id=self.trace.trace_id, type__in=("goal_added", "goal_updated")
         ).order_by("event_id")
         as_of: dict[str, tuple[str, str | None]] = {}
         for payload in events.values_list("payload", flat=True):

@@ -138,7 +138,9 @@ class RunSetup(RunnerBase):
         strategy = config.strategy or run_settings.default_strategy(preset)
         effective["strategy"] = strategy  # R11
         effective["reflexion"] = (
-            config.reflexion if config.reflexion is not None else run_settings.default_reflexion(preset, strategy)
+            config.reflexion
+            if config.reflexion is not None
+            else run_settings.default_reflexion(preset, strategy)
         )
         changed = run_settings.changes(trace.run_settings, effective)
         trace.run_settings = effective
@@ -245,7 +247,7 @@ class RunSetup(RunnerBase):
                         "goal_tree_snapshot": run.goal_tree.snapshot(),
                     },
                 )
-                dropped = run.goal_tree.rebuild_at(cut.created_at)
+                dropped = run.goal_tree.rebuild_at(cut.created_at, cut.sequence)
                 run.store.emit("goal_tree_rebuilt", {"dropped_goal_ids": dropped})
                 trace.head_sequence = cut.sequence
             run.store.emit(

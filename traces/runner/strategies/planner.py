@@ -166,11 +166,13 @@ class Planner(RunnerBase):
         return (yield from self._synthesize(run, record, steps))
 
     def _close_step(self, run: RunState, goal: Goal, index: int, failure: str | None, answer: str) -> None:
+        # The closing belongs to the step's last message: a rewind to exactly it keeps the step closed.
+        last = run.trace.head_sequence
         if goal.status not in CLOSED:  # the agent may have closed it itself (the goal tool)
             if failure is None:
-                run.goal_tree.complete(goal, answer.strip()[:2000] or "done")
+                run.goal_tree.complete(goal, answer.strip()[:2000] or "done", at_sequence=last)
             else:
-                run.goal_tree.abandon(goal, f"[STEP {index} FAILED] {failure}"[:2000])
+                run.goal_tree.abandon(goal, f"[STEP {index} FAILED] {failure}"[:2000], at_sequence=last)
         run.store.emit(
             "plan_step_ended",
             {"index": index, "goal_id": goal.goal_id, "status": goal.status, "summary": goal.summary},
@@ -208,5 +210,6 @@ class Planner(RunnerBase):
         yield self._persist_assistant(run, replace(response, tool_calls=[]))
         failed = sum(goal.status == GoalStatus.ABANDONED for goal in steps)
         if parent is not None and parent.status not in CLOSED:
-            run.goal_tree.complete(parent, f"{len(steps) - failed} of {len(steps)} steps done")
+            summary = f"{len(steps) - failed} of {len(steps)} steps done"
+            run.goal_tree.complete(parent, summary, at_sequence=run.trace.head_sequence)
         return StepEnd("answered", response.content or "")
