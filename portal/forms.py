@@ -11,6 +11,7 @@ from django.core.exceptions import NON_FIELD_ERRORS
 from django.utils.http import url_has_allowed_host_and_scheme
 
 from memory.models import CATEGORIES
+from traces.projects import projects
 from traces.runner.run_settings import MAX_ITERATIONS_LIMIT, POLICY_ORDER, STRATEGIES
 
 
@@ -60,6 +61,17 @@ class RunSettingsForm(PortalForm):
     llm_params = forms.JSONField(required=False, label="Model parameters (JSON)")
     strategy = forms.ChoiceField(required=False, choices=[("", "—"), *((n, n) for n in STRATEGIES)])
     reflexion = forms.ChoiceField(required=False, choices=[("", "—"), ("on", "on"), ("off", "off")])
+    # M9: a name of AGENT_PROJECTS and a directory inside it; checked by the run-settings
+    # check (traces/runner/run_settings.py), so an unknown name is refused as the API refuses it.
+    project = forms.CharField(required=False, max_length=200)
+    project_dir = forms.CharField(required=False, max_length=500, label="Project sub-directory")
+
+    def project_choices(self) -> list[tuple[str, str]]:
+        """The configured projects, each named as the select shows it (read-only marked)."""
+        return [
+            (name, name if project.writable else f"{name} (read-only)")
+            for name, project in sorted(projects().items())
+        ]
 
     def run_settings(self) -> dict[str, Any]:
         """The settings the expert filled in (blanks left out)."""
@@ -73,8 +85,22 @@ class RunSettingsForm(PortalForm):
             "llm_params": data.get("llm_params") or None,
             "strategy": data.get("strategy") or None,
             "reflexion": {"on": True, "off": False}.get(data.get("reflexion") or ""),
+            "project": self._project(),
         }
         return {name: value for name, value in values.items() if value is not None}
+
+    def _project(self) -> str | None:
+        name = (self.cleaned_data.get("project") or "").strip()
+        sub = (self.cleaned_data.get("project_dir") or "").strip().strip("/")
+        if not name:
+            return None
+        return f"{name}/{sub}" if sub else name
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if (data.get("project_dir") or "").strip() and not (data.get("project") or "").strip():
+            raise forms.ValidationError("a project sub-directory needs a project")
+        return data
 
 
 class NewRunForm(RunSettingsForm):
