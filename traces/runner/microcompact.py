@@ -112,29 +112,27 @@ def keep_from(messages: list[dict[str, Any]], keep: int, floor: int) -> int:
 def stub_results(
     messages: list[dict[str, Any]], infos: list[PathInfo], start: int, end: int, *, readable: bool
 ) -> Stubbing:
-    """Replace, in place, the stubbable tool results in messages[start:end] by stubs."""
+    """Replace, in place, the stubbable tool results in messages[start:end] by stubs.
+
+    The cheap tests come first: a first pass over a loaded 10,000-message path
+    looks at every message once and builds nothing for results it keeps."""
     done = Stubbing()
     once = str(MessageKind.ONCE)  # an enum member's lookup costs more than the comparison
-    calls = _calls_before(messages, start)
+    caller = _caller_of(messages, start)
     for index in range(start, end):
         data = messages[index]
         role = data["role"]
-        if role == "assistant":
-            calls = {c.get("id"): c for c in data.get("tool_calls") or () if isinstance(c, dict)}
-            continue
         if role != "tool":
+            if role == "assistant":
+                caller = index
+            continue
+        content = data.get("content")
+        if not isinstance(content, str) or len(content) < STUB_MIN_CHARS or content.startswith(STUB_PREFIX):
             continue
         info = infos[index]
-        content = data.get("content")
-        if (
-            info.sequence is None
-            or info.kind == once
-            or not isinstance(content, str)
-            or len(content) < STUB_MIN_CHARS
-            or content.startswith(STUB_PREFIX)
-        ):
+        if info.sequence is None or info.kind == once:
             continue
-        call = ToolCall.of(calls.get(data.get("tool_call_id")) or {})
+        call = ToolCall.of(_call(messages, caller, data.get("tool_call_id")))
         tool = str(data.get("name") or call.name or "tool")
         stubbed = {**data, "content": stub(tool, call.arguments, content, info.sequence, readable)}
         messages[index] = stubbed
@@ -149,7 +147,7 @@ def stub_results(
 
 def stub(tool: str, arguments: Any, content: str, sequence: int, readable: bool) -> str:
     """The one line a result becomes: what was called, how big it was, how to see it again."""
-    gist = " ".join(str(arguments or "").split())
+    gist = " ".join(str(arguments or "")[: 4 * ARGUMENTS_GIST_CHARS].split())
     if len(gist) > ARGUMENTS_GIST_CHARS:
         gist = gist[: ARGUMENTS_GIST_CHARS - 1] + "…"
     again = (
@@ -160,11 +158,14 @@ def stub(tool: str, arguments: Any, content: str, sequence: int, readable: bool)
     return f"{STUB_PREFIX} {tool}({gist}) returned {len(content):,} characters (message {sequence}); {again}]"
 
 
-def _calls_before(messages: list[dict[str, Any]], index: int) -> dict[Any, dict[str, Any]]:
-    """The calls of the assistant message whose results messages[index:] continue."""
+def _caller_of(messages: list[dict[str, Any]], index: int) -> int:
+    """Index of the assistant message whose results messages[index:] continue (-1: none)."""
     while index > 0 and messages[index - 1]["role"] == "tool":
         index -= 1
-    if index == 0:
-        return {}
-    calls = messages[index - 1].get("tool_calls") or ()
-    return {c.get("id"): c for c in calls if isinstance(c, dict)}
+    return index - 1
+
+
+def _call(messages: list[dict[str, Any]], caller: int, call_id: Any) -> dict[str, Any]:
+    """The call `call_id` of the assistant message at `caller`, or {}."""
+    calls = messages[caller].get("tool_calls") or () if caller >= 0 else ()
+    return next((c for c in calls if isinstance(c, dict) and c.get("id") == call_id), {})
