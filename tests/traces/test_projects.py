@@ -239,3 +239,74 @@ def test_startup_refuses_a_project_holding_the_server_its_database_or_workspaces
 
 def test_startup_accepts_a_project_of_its_own(settings, shop):
     assert check_messages() == []
+
+
+# --- the corners: sub-agents, bash without a sandbox, oversized results, the cap ----------
+
+
+def test_a_sub_agent_works_in_its_parents_project_workspace(runner, llm, shop):
+    (shop / "backend" / "AGENTS.md").write_text("BACKEND rules\n")
+    llm.script(
+        "scripted",
+        [
+            Reply(tool_calls=[ToolCall("agent", {"task": "what does app.py print?"})]),
+            Reply(tool_calls=[ToolCall("read", {"path": "app.py"})]),  # the child
+            "it prints shop",  # the child's answer
+            "shop",
+        ],
+    )
+
+    parent = runner.run_result(
+        user("ask a helper"), RunConfig(project="shop/backend", tools=["agent", "read"])
+    )
+
+    child = Trace.objects.get(parent_trace_id=parent.trace_id)
+    assert child.run_settings["project"] == "shop/backend"
+    _, child_first, child_second, _ = llm.requests_for("scripted")
+    assert "BACKEND rules" in system_prompt(child_first)
+    assert "print('shop')" in tool_results(child_second)[0]
+
+
+def test_bash_is_refused_in_a_read_only_project_when_the_sandbox_is_off(runner, llm, shop, settings):
+    settings.AGENT_SANDBOX = False
+    llm.script("scripted", [Reply(tool_calls=[ToolCall("bash", {"command": "touch made.txt"})]), "ok"])
+
+    runner.run_result(user("touch"), RunConfig(project="shop/backend", tools=["bash"]))
+
+    (output,) = tool_results(llm.requests_for("scripted")[1])
+    assert "The sandbox is off on this server (AGENT_SANDBOX)" in output and "commands are refused" in output
+    assert not (shop / "backend" / "made.txt").exists()
+
+
+def test_an_oversized_result_in_a_read_only_project_is_cut_not_spilled(runner, llm, shop, settings):
+    settings.AGENT_TOOL_SPILL_CHARS = 2_000
+    settings.AGENT_TOOL_SPILL_PREVIEW = 300
+    (shop / "backend" / "big.txt").write_text("".join(f"line {i}\n" for i in range(1_000)))
+    llm.script("scripted", [Reply(tool_calls=[ToolCall("read", {"path": "big.txt"})]), "ok"])
+
+    runner.run_result(user("read it"), RunConfig(project="shop/backend", tools=["read"]))
+
+    (output,) = tool_results(llm.requests_for("scripted")[1])
+    assert "only the first 300 kept; the workspace is read-only, so the rest was not saved" in output
+    assert "line 0" in output and "line 999" not in output
+    assert not list(shop.rglob(".agentsite"))
+
+
+def test_the_context_over_the_cap_ends_with_a_note_naming_what_was_cut(runner, llm, shop, settings):
+    settings.AGENT_PROJECT_CONTEXT_MAX_CHARS = 1_000
+    (shop / "AGENTS.md").write_text("ROOT " * 60)
+    (shop / "backend" / "AGENTS.md").write_text("BACKEND " * 250)
+    (shop / "backend" / "AGENTS.local.md").write_text("LOCAL rules\n")
+    llm.script("scripted", ["ok"])
+
+    result = runner.run_result(user("hi"), RunConfig(project="shop/backend"))
+
+    stored = Trace.objects.get(pk=result.trace_id).context["project_context"]
+    assert [f["included"] for f in stored["files"]] == ["whole", "partly", "no"]
+    note = (
+        f"[project context truncated: {stored['truncated']:,} characters left out (limit 1,000, "
+        "AGENT_PROJECT_CONTEXT_MAX_CHARS), from: backend/AGENTS.md, backend/AGENTS.local.md]"
+    )
+    prompt = system_prompt(llm.requests_for("scripted")[0])
+    assert prompt.endswith(note) and "LOCAL rules" not in prompt
+    assert len(stored["text"]) == 1_000 + len("\n\n") + len(note)
