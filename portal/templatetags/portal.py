@@ -131,6 +131,7 @@ def user_images(message: Any) -> list[dict[str, Any]]:
                 "width": max(1, round(width * scale)),
                 "height": max(1, round(height * scale)),
                 "label": label,
+                "pdf": pdf is not None,
             }
         )
     return images

@@ -84,6 +84,7 @@ class Stack:
             "AGENT_API_BASE": model_url,
             "AGENT_API_KEY": "sk-test-not-a-secret",
             "AGENT_WORKSPACE_ROOT": str(self.tmp / "workspaces"),
+            "AGENT_MEDIA_ROOT": str(self.tmp / "media"),
             "AGENT_WORKERS": str(workers),
             "AGENT_LLM_RETRIES": "0",
             "SQLITE_PATH": str(self.tmp / "db.sqlite3"),

@@ -48,6 +48,8 @@ def test_an_uploaded_image_and_pdf_reach_the_model_and_show_as_thumbnails(
     assert f'src="{thumb}"' in html and 'alt="plot.png"' in html
     assert "[PDF report.pdf: 3 pages; pages 1-3 follow as images]" in html
     assert 'alt="report.pdf, page 2 of 3"' in html
+    assert '<figcaption class="pdf-note">report.pdf, page 2 of 3</figcaption>' in html
+    assert html.count('class="pdf-note"') == 3  # the PDF's pages, not the image
     assert len(page.content) < 100_000  # the 4 MB image is not in the page
 
     small = client.get(thumb)
