@@ -258,6 +258,15 @@ AGENT_LOOP_CRITICAL = env_int("AGENT_LOOP_CRITICAL", 8, minimum=3)
 AGENT_WEBFETCH_MAX_BYTES = env_int("AGENT_WEBFETCH_MAX_BYTES", 2 * 1024 * 1024, minimum=1024)
 AGENT_WEBFETCH_TIMEOUT = env_float("AGENT_WEBFETCH_TIMEOUT", 20.0, minimum=0.1)
 AGENT_WEBFETCH_ALLOW_PRIVATE = env_bool("AGENT_WEBFETCH_ALLOW_PRIVATE", False)
+# The browser tools (tools/browser/): Chromium's path, seconds per action and per call,
+# open pages, characters of page text per result, bytes per download. Pages obey
+# AGENT_WEBFETCH_ALLOW_PRIVATE like webfetch.
+AGENT_BROWSER_CHROMIUM = os.environ.get("AGENT_BROWSER_CHROMIUM", "/usr/bin/chromium")
+AGENT_BROWSER_ACTION_TIMEOUT = env_float("AGENT_BROWSER_ACTION_TIMEOUT", 10.0, minimum=0.5)
+AGENT_BROWSER_CALL_TIMEOUT = env_float("AGENT_BROWSER_CALL_TIMEOUT", 60.0, minimum=1.0)
+AGENT_BROWSER_MAX_PAGES = env_int("AGENT_BROWSER_MAX_PAGES", 5, minimum=1)
+AGENT_BROWSER_TEXT_LIMIT = env_int("AGENT_BROWSER_TEXT_LIMIT", 8000, minimum=500)
+AGENT_BROWSER_DOWNLOAD_MAX_BYTES = env_int("AGENT_BROWSER_DOWNLOAD_MAX_BYTES", 20 * 1024 * 1024, minimum=1024)
 # T3 web_search: "" (off) | "searxng" (AGENT_SEARCH_URL) | dotted path of a callable
 # (query, max_results) -> [{"title", "url", "snippet"}]. The key goes as a bearer token.
 AGENT_SEARCH_BACKEND = env_str("AGENT_SEARCH_BACKEND")

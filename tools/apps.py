@@ -14,11 +14,12 @@ class ToolsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from tools import checks  # noqa: F401  (registers the sandbox check)
+        from tools import browser, checks  # noqa: F401  (checks registers the sandbox and browser checks)
         from tools.registry import load_builtin_tools
         from traces.runner.extensions import extensions
 
         extensions.tool_registry = load_builtin_tools  # the built-ins, for every runner
+        extensions.add("after_run", browser.close_for_trace)  # a run's Chromium ends with it
 
         if not settings.AGENT_SANDBOX:
             logger.warning(

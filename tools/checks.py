@@ -7,7 +7,7 @@ from typing import Any
 from django.conf import settings
 from django.core import checks
 
-from tools import sandbox
+from tools import browser, sandbox
 
 UNSAFE_HINT = (
     "Commands the model writes, and everything it read, are untrusted. Install bubblewrap "
@@ -43,6 +43,20 @@ def sandbox_status(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                 hint="Run the service as an unprivileged user (RLIMIT_NPROC then holds per sandbox), "
                 "or give it a writable cgroup hierarchy with the pids controller.",
                 id="tools.W003",
+            )
+        ]
+    return []
+
+
+@checks.register("browser")
+def browser_status(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    reason = browser.unavailable_reason()
+    if reason:
+        return [
+            checks.Warning(
+                f"The browser tools (browser_open, browser_act, ...) are disabled: {reason}.",
+                hint="Install Debian's chromium (scripts/install_system_packages.sh) or set AGENT_BROWSER_CHROMIUM.",
+                id="tools.W004",
             )
         ]
     return []

@@ -40,6 +40,7 @@ class ToolCalls(RunnerBase):
         self, run: RunState, calls: list[dict[str, Any]], message_sequence: int
     ) -> Iterator[Message]:
         run.loop_verdict = None
+        images: list[dict[str, Any]] = []
         for call in calls:
             if self._stopping(run):
                 # Unanswered calls are healed when the trace is next loaded (R6).
@@ -59,11 +60,13 @@ class ToolCalls(RunnerBase):
                         output=f"An expert denied this call.{' Reason: ' + note if note else ''}",
                         is_error=True,
                     )
-            message = self._execute_call(run, call, forced=denial)
+            message = self._execute_call(run, call, forced=denial, images=images)
             if message is None:
                 self._finish(run, TraceStatus.WAITING)  # a tool waits for a human (ask_human, S3)
                 return
             yield message
+        if images:  # after the step's last result: tool results must follow their calls unbroken
+            yield self._images_message(run, images)
         if run.loop_verdict is not None:
             yield from self._on_loop(run, run.loop_verdict)
 
@@ -127,8 +130,27 @@ class ToolCalls(RunnerBase):
             run.store.emit("confirm_response", approval_payload(approval))
         return decision
 
+    def _images_message(self, run: RunState, images: list[dict[str, Any]]) -> Message:
+        """The images this step's tools returned (a browser screenshot), as a user message (L5)."""
+        names = ", ".join(str(p.get("media", {}).get("name") or "image") for p in images)
+        message = new_message(
+            run,
+            role="user",
+            content=[{"type": "text", "text": f"[images returned by the tools above: {names}]"}, *images],
+            kind=MessageKind.PLAIN,
+            description=f"tool images: {names}"[:2000],
+            goal_id=run.trace.current_goal_id,
+        )
+        self._add_message(run, message)
+        run.store.commit()
+        return message
+
     def _execute_call(
-        self, run: RunState, call: dict[str, Any], forced: ToolResult | None = None
+        self,
+        run: RunState,
+        call: dict[str, Any],
+        forced: ToolResult | None = None,
+        images: list[dict[str, Any]] | None = None,
     ) -> Message | None:
         """Run one call and persist its result; None when the tool suspends the run (the call stays open)."""
         parsed = ToolCall.of(call)
@@ -167,6 +189,8 @@ class ToolCalls(RunnerBase):
             result = self.hooks.after_tool_call(run.trace, call, result)
         duration_ms = int((time.perf_counter() - started) * 1000)
         content = result.to_content()
+        if images is not None:
+            images.extend(result.images)
         verdict = run.loop_detector.observe(name, arguments, content)
         if verdict is not None and (run.loop_verdict is None or verdict.level == "critical"):
             run.loop_verdict = verdict
@@ -197,6 +221,7 @@ class ToolCalls(RunnerBase):
                 "title": result.title,
                 "is_error": result.is_error,
                 "duration_ms": duration_ms,
+                **({"url": result.metadata["url"]} if result.metadata.get("url") else {}),
             },
         )
         self._add_message(run, message)

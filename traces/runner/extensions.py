@@ -85,6 +85,9 @@ class RunExtensions:
     on_end: list[Callable[[Trace, str, Defer], None]] = field(default_factory=list)
     # After the final commit (notifications).
     after_end: list[Callable[[Trace, str], None]] = field(default_factory=list)
+    # When a run's generator exits however it ended, lease loss and crashes included:
+    # what a run held in this process is let go (the browser tools' Chromium).
+    after_run: list[Callable[[str], None]] = field(default_factory=list)
     # Each model request, just before it is sent; may return replacement messages, which
     # are sent but not stored (M8: the memory index and what recall found); `Emit`
     # writes an event of the run (M8: `memory_recalled`).

@@ -109,6 +109,8 @@ class AgentRunner(RunSetup, ModelCalls, ContextManagement, ToolCalls, Strategies
             raise
         finally:
             self._stops.pop(run.trace.trace_id, None)
+            for release in extensions.after_run:
+                release(run.trace.trace_id)
             self._local.stats = {
                 "iterations": run.iterations,
                 "model_seconds": run.model_seconds,

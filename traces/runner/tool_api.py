@@ -33,6 +33,9 @@ class ToolResult:
     include_output_only_once: bool = False
     metadata: dict[str, Any] = field(default_factory=dict)
     is_error: bool = False
+    # Stored image parts (traces/media/parts.py) the model sees after this step's
+    # results, in a user message: providers take images in user turns, not tool ones.
+    images: list[dict[str, Any]] = field(default_factory=list)
 
     def to_content(self) -> str:
         """The text the model reads as this tool's result."""

@@ -1,0 +1,266 @@
+"""One Chromium per trace run, driven by Playwright (async API) on a thread of its own.
+
+Playwright objects belong to the event loop that made them, while a run's tool calls
+come from whatever thread runs them; so each session owns a loop thread and a call
+submits a coroutine to it (`BrowserSession.call`), waiting while it polls the run's
+interruption (stop, lease loss) and the whole-call timeout. Ending the session from
+any thread closes the browser, which makes an in-flight navigation fail at once.
+
+Chromium runs headless from `chromium.sh` (setpriv --pdeathsig KILL: it dies with
+Playwright's driver, which exits when this process's pipe to it closes) with a
+scrubbed environment (no secrets of the server), and every request a page makes,
+websockets included, passes `tools.netguard` first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import secrets
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import httpx
+from django.conf import settings
+
+from tools.netguard import blocked_reason, resolve_host
+from traces.runner.tool_api import ToolError
+
+T = TypeVar("T")
+WRAPPER = Path(__file__).resolve().parent / "chromium.sh"
+MARKER_SWITCH = "--agentsite-browser"  # an unknown switch Chromium ignores: finds our processes in /proc
+POLL_SECONDS = 0.2
+NO_NETWORK_SCHEMES = frozenset({"data", "blob", "about"})
+DOWNLOADS_DIR = "downloads"
+
+
+class BrowserEnded(ToolError):
+    """The session was closed under a call (stop, lease loss, timeout)."""
+
+
+class BrowserSession:
+    """The browser of one trace's run: one context, its pages, its downloads."""
+
+    def __init__(self, trace_id: str, workspace: Path, *, writable: bool = True) -> None:
+        self.trace_id = trace_id
+        self.workspace = workspace
+        self.writable = writable
+        self.marker = secrets.token_hex(8)
+        self.check = None if settings.AGENT_WEBFETCH_ALLOW_PRIVATE else blocked_reason
+        self.refused: list[str] = []  # requests the guard refused since the last call read them
+        self.downloads: list[str] = []  # workspace paths of finished downloads, likewise
+        self.page: Any = None
+        self._browser: Any = None
+        self._context: Any = None
+        self._playwright: Any = None
+        self._pending: set[asyncio.Task[None]] = set()
+        self._scratch = Path(tempfile.mkdtemp(prefix="agentsite-browser-"))
+        self._closed = False
+        self._lock = threading.Lock()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name=f"browser-{trace_id}", daemon=True
+        )
+        self._thread.start()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # --- calls from the run's thread ---------------------------------------------
+
+    def call(
+        self,
+        make: Callable[[], Coroutine[Any, Any, T]],
+        *,
+        timeout: float,
+        interruption: Callable[[], str | None] | None = None,
+    ) -> T:
+        """Run `make()` on the browser's loop; BrowserEnded when the run is interrupted
+        or `timeout` passes (the browser is closed then: a hung page cannot be trusted)."""
+        if self._closed:
+            raise BrowserEnded("the browser was closed; open the page again")
+        future = asyncio.run_coroutine_threadsafe(self._started(make), self._loop)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return future.result(timeout=max(0.0, min(POLL_SECONDS, deadline - time.monotonic())))
+            except concurrent.futures.TimeoutError:
+                reason = interruption() if interruption is not None else None
+                if reason is None and time.monotonic() < deadline:
+                    continue
+                future.cancel()
+                self.close()
+                why = reason or f"the call took longer than {timeout:g} s"
+                raise BrowserEnded(f"browser closed: {why}. Open the page again to go on.") from None
+
+    def close(self) -> None:
+        """Close the browser and end the loop thread; safe from any thread, idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        if self._loop.is_running():
+            try:
+                asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result(timeout=3)
+            except Exception:  # a wedged driver: the processes go by force below
+                pass
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=2)
+        kill_marked(self.marker)
+        shutil.rmtree(self._scratch, ignore_errors=True)
+
+    # --- on the loop ---------------------------------------------------------------
+
+    async def _started(self, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        if self._browser is None:
+            await self._launch()
+        return await make()
+
+    async def _launch(self) -> None:
+        from playwright.async_api import async_playwright
+
+        self._playwright = await async_playwright().start()
+        args = ["--disable-dev-shm-usage", "--no-first-run", f"{MARKER_SWITCH}={self.marker}"]
+        if os.geteuid() == 0:
+            args.append("--no-sandbox")  # Chromium refuses its own sandbox as root
+        self._browser = await self._playwright.chromium.launch(
+            executable_path=str(WRAPPER),
+            headless=True,
+            args=args,
+            env=self._environment(),
+            downloads_path=str(self._scratch / "downloads"),
+            handle_sigint=False,
+            handle_sigterm=False,
+            handle_sighup=False,
+        )
+        context = await self._browser.new_context(accept_downloads=True, service_workers="block")
+        context.set_default_timeout(settings.AGENT_BROWSER_ACTION_TIMEOUT * 1000)
+        context.set_default_navigation_timeout(settings.AGENT_BROWSER_ACTION_TIMEOUT * 1000)
+        await context.route("**/*", self._guard)
+        await context.route_web_socket("**/*", self._guard_websocket)
+        context.on("page", self._on_page)
+        self._context = context
+        self.page = await context.new_page()
+
+    def _environment(self) -> dict[str, str]:
+        home = self._scratch / "home"
+        home.mkdir(exist_ok=True)
+        return {
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(home),
+            "LANG": "C.UTF-8",
+            "AGENT_BROWSER_CHROMIUM": settings.AGENT_BROWSER_CHROMIUM,
+        }
+
+    async def _shutdown(self) -> None:
+        for task in asyncio.all_tasks(self._loop):
+            if task is not asyncio.current_task():
+                task.cancel()
+        try:
+            if self._browser is not None:
+                await asyncio.wait_for(self._browser.close(), timeout=2)
+        finally:
+            if self._playwright is not None:
+                await asyncio.wait_for(self._playwright.stop(), timeout=1)
+
+    async def _guard(self, route: Any) -> None:
+        url = route.request.url
+        reason = await asyncio.to_thread(self.refusal, url)
+        try:
+            if reason:
+                self.refused.append(f"{url[:200]}: {reason}")
+                await route.abort("blockedbyclient")
+            else:
+                await route.continue_()
+        except Exception:  # the page went away meanwhile
+            pass
+
+    async def _guard_websocket(self, socket: Any) -> None:
+        url = socket.url
+        reason = await asyncio.to_thread(self.refusal, "http" + url[2:] if url.startswith("ws") else url)
+        if reason:
+            self.refused.append(f"{url[:200]}: {reason}")
+            await socket.close(code=1008, reason="refused by the server's network policy")
+        else:
+            socket.connect_to_server()
+
+    def refusal(self, url: str) -> str | None:
+        """Why a page may not request `url` (the webfetch policy), or None."""
+        scheme = urlsplit(url).scheme.lower()
+        if scheme in NO_NETWORK_SCHEMES:
+            return None
+        if scheme not in ("http", "https"):
+            return f"the {scheme}: scheme is not allowed"
+        if self.check is None:
+            return None
+        try:
+            resolve_host(httpx.URL(url), self.check)
+        except (ToolError, httpx.InvalidURL) as exc:
+            return str(exc)
+        return None
+
+    def _on_page(self, page: Any) -> None:
+        if len(self._context.pages) > settings.AGENT_BROWSER_MAX_PAGES:
+            self.refused.append(f"a new tab: at most {settings.AGENT_BROWSER_MAX_PAGES} pages are open")
+            self._track(page.close())
+            return
+        page.on("download", lambda download: self._track(self._save_download(download)))
+        self.page = page  # a popup the page opened becomes the current page
+
+    def _track(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = self._loop.create_task(coro)
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def settle(self, timeout: float) -> None:
+        """Let the page react to an action: its load, and downloads it started."""
+        await asyncio.sleep(0.3)
+        try:
+            await self.page.wait_for_load_state("domcontentloaded", timeout=timeout * 1000)
+        except Exception:
+            pass
+        if self._pending:
+            await asyncio.wait(set(self._pending), timeout=timeout)
+
+    async def _save_download(self, download: Any) -> None:
+        name = Path(download.suggested_filename or "download").name.lstrip(".") or "download"
+        source = await download.path()
+        size = source.stat().st_size if source is not None else 0
+        limit = settings.AGENT_BROWSER_DOWNLOAD_MAX_BYTES
+        if source is None or size > limit or not self.writable:
+            why = "it failed" if source is None else f"{size} bytes is over {limit}"
+            self.refused.append(
+                f"download {name}: not kept ({why if self.writable else 'read-only workspace'})"
+            )
+            await download.delete()
+            return
+        target = self.workspace / DOWNLOADS_DIR / name
+        target.parent.mkdir(exist_ok=True)
+        await download.save_as(target)
+        await download.delete()
+        self.downloads.append(f"{DOWNLOADS_DIR}/{name} ({size} bytes)")
+
+
+def kill_marked(marker: str) -> int:
+    """SIGKILL every process of this machine started with our marker switch; how many."""
+    killed = 0
+    needle = f"{MARKER_SWITCH}={marker}".encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if needle in (entry / "cmdline").read_bytes():
+                os.kill(int(entry.name), signal.SIGKILL)
+                killed += 1
+        except (OSError, ProcessLookupError):
+            continue
+    return killed
