@@ -124,6 +124,12 @@
         span.className = part[1];
         li.appendChild(span);
       });
+    if (ev.type === "tool_result" && ev.payload && ev.payload.url) {
+      var visited = document.createElement("span"); // the page a browser or webfetch call reached
+      visited.className = "small mono ev-url";
+      visited.textContent = " " + String(ev.payload.url).slice(0, 160);
+      li.appendChild(visited);
+    }
     events.appendChild(li);
     while (events.children.length > MAX_TIMELINE) events.removeChild(events.firstElementChild);
     if (eventCount) eventCount.textContent = String((parseInt(eventCount.textContent, 10) || 0) + 1);

@@ -215,3 +215,22 @@ def test_live_children_show_their_newest_messages_on_the_parents_page(browser_cl
     assert all(f"looking at part {n}" in page for n in range(3))
     cursors = re.search(r'data-cursors="([^"]*)"', page).group(1)
     assert f"{parent.trace_id}@explore-000-x" in cursors.replace("&quot;", '"')
+
+
+def test_the_timeline_shows_the_url_a_tool_result_reached(browser_client, integrator):
+    trace = make_trace(integrator, messages=[("user", "go"), ("assistant", "done")])
+    TraceEvent.objects.bulk_create(
+        [
+            TraceEvent(
+                trace=trace,
+                event_id=1,
+                type="tool_result",
+                payload={"name": "browser_open", "url": "https://example.org/a?b=<c>"},
+            ),
+            TraceEvent(trace=trace, event_id=2, type="tool_result", payload={"name": "read"}),
+        ]
+    )
+    page = browser_client(integrator).get(f"/traces/{trace.trace_id}/").content.decode()
+    timeline = page.split('id="events"')[1].split("</ol>")[0]
+    assert 'title="browser_open">https://example.org/a?b=&lt;c&gt;</span>' in timeline
+    assert timeline.count("ev-url") == 1
