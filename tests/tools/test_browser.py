@@ -285,6 +285,32 @@ def test_a_stop_during_a_slow_load_ends_the_browser_within_2_s(tmp_path: Path, s
     assert chromium_descendants() == []
 
 
+@pytest.mark.skipif(not django_settings.AGENT_SANDBOX, reason="AGENT_SANDBOX=off: Chromium runs unconfined")
+def test_chromium_runs_in_the_sandbox_without_the_servers_files_or_secrets(
+    tmp_path: Path, settings: Any
+) -> None:
+    os.environ["AGENT_TEST_SECRET"] = "s3cret"
+    session = BrowserSession("sandbox-test", tmp_path)
+    try:
+        session.call(lambda: _noop(), timeout=30)
+        browsers_seen = [pid for pid in chromium_descendants() if _exe(pid).endswith("/chromium")]
+        assert browsers_seen
+        for pid in browsers_seen:
+            assert not Path(f"/proc/{pid}/root{Path.cwd()}/manage.py").exists()
+            assert Path(f"/proc/{pid}/root/usr/bin").is_dir()
+            assert b"AGENT_TEST_SECRET" not in Path(f"/proc/{pid}/environ").read_bytes()
+    finally:
+        del os.environ["AGENT_TEST_SECRET"]
+        session.close()
+
+
+def _exe(pid: int) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return ""
+
+
 def test_no_chromium_survives_a_killed_worker(tmp_path: Path) -> None:
     code = (
         "import django, sys; django.setup();"

@@ -16,6 +16,7 @@ import threading
 
 from django.conf import settings
 
+from tools import sandbox
 from tools.browser.session import BrowserSession
 from traces.runner.tool_api import ToolContext
 
@@ -32,6 +33,10 @@ def unavailable_reason() -> str | None:
         return "setpriv (util-linux) is missing"
     if importlib.util.find_spec("playwright") is None:
         return "the playwright package is not installed"
+    if settings.AGENT_SANDBOX:  # Chromium runs under bubblewrap like bash's commands
+        reason = sandbox.unavailable_reason()
+        if reason:
+            return f"the sandbox cannot run here ({reason})"
     return None
 
 

@@ -6,10 +6,11 @@ submits a coroutine to it (`BrowserSession.call`), waiting while it polls the ru
 interruption (stop, lease loss) and the whole-call timeout. Ending the session from
 any thread closes the browser, which makes an in-flight navigation fail at once.
 
-Chromium runs headless from `chromium.sh` (setpriv --pdeathsig KILL: it dies with
-Playwright's driver, which exits when this process's pipe to it closes) with a
-scrubbed environment (no secrets of the server), and every request a page makes,
-websockets included, passes `tools.netguard` first.
+Chromium runs headless under bubblewrap (`chromium-sandboxed.sh`; `chromium.sh`
+with AGENT_SANDBOX=off), through setpriv --pdeathsig KILL: it dies with Playwright's
+driver, which exits when this process's pipe to it closes. Its environment is
+scrubbed (no secrets of the server), and every request a page makes, websockets
+included, passes `tools.netguard` first.
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ from tools.netguard import blocked_reason, resolve_host
 from traces.runner.tool_api import ToolError
 
 T = TypeVar("T")
-WRAPPER = Path(__file__).resolve().parent / "chromium.sh"
+HERE = Path(__file__).resolve().parent
+WRAPPER = HERE / "chromium.sh"  # AGENT_SANDBOX=off: setpriv only
+SANDBOXED_WRAPPER = HERE / "chromium-sandboxed.sh"  # bubblewrap, see the script
 MARKER_SWITCH = "--agentsite-browser"  # an unknown switch Chromium ignores: finds our processes in /proc
 POLL_SECONDS = 0.2
 NO_NETWORK_SCHEMES = frozenset({"data", "blob", "about"})
@@ -133,7 +136,7 @@ class BrowserSession:
         if os.geteuid() == 0:
             args.append("--no-sandbox")  # Chromium refuses its own sandbox as root
         self._browser = await self._playwright.chromium.launch(
-            executable_path=str(WRAPPER),
+            executable_path=str(SANDBOXED_WRAPPER if settings.AGENT_SANDBOX else WRAPPER),
             headless=True,
             args=args,
             env=self._environment(),
@@ -159,6 +162,7 @@ class BrowserSession:
             "HOME": str(home),
             "LANG": "C.UTF-8",
             "AGENT_BROWSER_CHROMIUM": settings.AGENT_BROWSER_CHROMIUM,
+            "AGENT_BROWSER_SCRATCH": str(self._scratch),
         }
 
     async def _shutdown(self) -> None:
