@@ -132,7 +132,12 @@ class BrowserSession:
         from playwright.async_api import async_playwright
 
         self._playwright = await async_playwright().start()
-        args = ["--disable-dev-shm-usage", "--no-first-run", f"{MARKER_SWITCH}={self.marker}"]
+        args = [
+            "--disable-dev-shm-usage",
+            "--no-first-run",
+            "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",  # WebRTC's UDP bypasses the route guard
+            f"{MARKER_SWITCH}={self.marker}",
+        ]
         if os.geteuid() == 0:
             args.append("--no-sandbox")  # Chromium refuses its own sandbox as root
         self._browser = await self._playwright.chromium.launch(
