@@ -377,3 +377,68 @@ def test_a_screenshot_reaches_the_model_as_an_image_and_no_chromium_survives_the
     assert "saved to screenshots/" in last[-2]["content"]
     assert browsers.open_sessions() == []
     assert chromium_descendants() == []
+
+
+@pytest.mark.usefixtures("allow_private")
+def test_a_stop_of_a_real_run_during_a_slow_load_ends_it_and_its_browser_within_2_s(
+    runner: Any, llm: Any, site: Server, transactional_db: Any
+) -> None:
+    from traces.models import Trace
+
+    llm.script("scripted", [Reply(tool_calls=[ToolCall("browser_open", {"url": f"{site.url}/slow"})])])
+    thread = threading.Thread(
+        target=lambda: list(runner.run([{"role": "user", "content": "open"}], RunConfig(tools=sorted(TOOLS))))
+    )
+    thread.start()
+    deadline = time.monotonic() + 30
+    while "GET /slow" not in site.seen and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert chromium_descendants()
+
+    started = time.monotonic()
+    assert type(runner)().stop(Trace.objects.get().trace_id)  # the flag, as from another process
+    thread.join(timeout=5)
+
+    assert not thread.is_alive() and time.monotonic() - started < 2.0
+    assert Trace.objects.get().status == "stopped"
+    assert chromium_descendants() == [] and browsers.open_sessions() == []
+
+
+@pytest.mark.usefixtures("allow_private")
+def test_a_call_over_its_time_limit_closes_the_browser_and_says_so(
+    ctx: ToolContext, site: Server, settings: Any
+) -> None:
+    settings.AGENT_BROWSER_CALL_TIMEOUT = 1.5
+
+    result = call(ctx, "browser_open", url=f"{site.url}/slow")
+
+    assert result.is_error and "the call took longer than 1.5 s" in result.output
+    assert "Open the page again" in result.output
+    assert chromium_descendants() == []
+
+
+@pytest.mark.usefixtures("allow_private")
+def test_a_model_without_vision_gets_the_screenshot_as_a_file_only(ctx: ToolContext, site: Server) -> None:
+    ctx.trace.model = "gpt-3.5-turbo"  # litellm knows it has no vision
+    call(ctx, "browser_open", url=f"{site.url}/form")
+
+    result = call(ctx, "browser_screenshot")
+
+    assert result.images == []
+    assert "does not accept images: the screenshot is only in the file" in result.output
+    saved = result.metadata["screenshot"]
+    assert (ctx.workspace / saved).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_without_chromium_the_tools_are_not_offered_and_a_check_says_why(settings: Any) -> None:
+    from tools.checks import browser_status
+
+    settings.AGENT_BROWSER_CHROMIUM = "/nonexistent/chromium"
+
+    offered = {t.name for t in default_registry.select(allowed=None, denied=None)}
+    (warning,) = browser_status()
+
+    assert not offered & TOOLS
+    assert warning.id == "tools.W004" and "Chromium is not installed at /nonexistent/chromium" in warning.msg
+    with pytest.raises(ValueError, match="browser_open is not available on this server"):
+        default_registry.check_requested(["browser_open"])
