@@ -25,7 +25,7 @@ from tools.browser.session import MARKER_SWITCH, BrowserEnded, BrowserSession
 from tools.netguard import IPAddress, blocked_reason
 from tools.registry import default_registry
 from traces.runner.config import RunConfig
-from traces.runner.tool_api import ToolContext, ToolResult
+from traces.runner.tool_api import ToolContext, ToolError, ToolResult
 
 __all__ = ["media_root"]
 pytestmark = pytest.mark.skipif(
@@ -442,3 +442,81 @@ def test_without_chromium_the_tools_are_not_offered_and_a_check_says_why(setting
     assert warning.id == "tools.W004" and "Chromium is not installed at /nonexistent/chromium" in warning.msg
     with pytest.raises(ValueError, match="browser_open is not available on this server"):
         default_registry.check_requested(["browser_open"])
+
+
+def test_a_host_whose_address_changes_after_the_check_is_refused_at_connect(tmp_path: Path) -> None:
+    """DNS rebinding: the route guard's lookup passes, the connection's lookup is refused.
+
+    Chromium connects through the session's proxy, which resolves and checks again and
+    dials the address it checked, so the changed answer reaches nothing.
+    """
+    import socket
+
+    host = socket.gethostname()
+    try:
+        address = socket.getaddrinfo(host, 80, socket.AF_INET, socket.SOCK_STREAM)[0][4][0]
+    except OSError:
+        pytest.skip(f"this machine's name {host} does not resolve")
+    target = Server(address)
+    answers: list[str] = []
+
+    def rebinding(checked: IPAddress) -> str | None:
+        answers.append(str(checked))
+        # the tool's own check and the route guard see the first answer, the connection a new one
+        return None if len(answers) <= 2 else "a private network address (a later answer)"
+
+    session = BrowserSession("rebinding-test", tmp_path)
+    session.check = rebinding
+    try:
+        from tools.browser import actions
+
+        port = target.url.rsplit(":", 1)[1]
+        with pytest.raises(ToolError, match="Could not open"):
+            session.call(lambda: actions.navigate(session, f"http://{host}:{port}/form"), timeout=30)
+        refused = list(session.refused)
+    finally:
+        session.close()
+        target.close()
+
+    assert target.seen == []
+    assert len(answers) >= 3
+    assert any(f"a connection to {host}:{port}" in note for note in refused)
+
+
+def test_the_proxy_tunnels_to_a_checked_address_and_refuses_others(site: Server) -> None:
+    import asyncio
+
+    from tools.browser.proxy import GuardedProxy
+
+    other = Server("127.0.0.2")
+    refused: list[str] = []
+
+    async def exchange(proxy_url: str, target: str) -> bytes:
+        host, port = proxy_url.rsplit("/", 1)[1].split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+        answer = await reader.readuntil(b"\r\n\r\n")
+        if b" 200 " in answer:
+            writer.write(b"GET /form HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            answer += await reader.read()
+        writer.close()
+        return answer
+
+    async def scenario() -> tuple[bytes, bytes]:
+        proxy = GuardedProxy(only_127_0_0_1, refused=refused)
+        url = await proxy.start()
+        try:
+            allowed = await exchange(url, site.url.removeprefix("http://"))
+            denied = await exchange(url, other.url.removeprefix("http://"))
+        finally:
+            await proxy.close()
+        return allowed, denied
+
+    try:
+        allowed, denied = asyncio.run(scenario())
+    finally:
+        other.close()
+
+    assert b"200 Connection established" in allowed and b"Order a pizza" in allowed
+    assert denied.startswith(b"HTTP/1.1 403") and other.seen == []
+    assert "a loopback address" in refused[0]

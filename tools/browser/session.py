@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 import httpx
 from django.conf import settings
 
+from tools.browser.proxy import GuardedProxy
 from tools.netguard import blocked_reason, resolve_host
 from traces.runner.tool_api import ToolError
 
@@ -64,6 +65,7 @@ class BrowserSession:
         self._browser: Any = None
         self._context: Any = None
         self._playwright: Any = None
+        self._proxy: GuardedProxy | None = None
         self._pending: set[asyncio.Task[None]] = set()
         self._scratch = Path(tempfile.mkdtemp(prefix="agentsite-browser-"))
         self._closed = False
@@ -131,6 +133,8 @@ class BrowserSession:
     async def _launch(self) -> None:
         from playwright.async_api import async_playwright
 
+        self._proxy = GuardedProxy(self.check, refused=self.refused)
+        proxy_url = await self._proxy.start()
         self._playwright = await async_playwright().start()
         args = [
             "--disable-dev-shm-usage",
@@ -146,6 +150,7 @@ class BrowserSession:
             args=args,
             env=self._environment(),
             downloads_path=str(self._scratch / "downloads"),
+            proxy={"server": proxy_url},  # every connection to a host name goes to a checked address
             handle_sigint=False,
             handle_sigterm=False,
             handle_sighup=False,
@@ -178,6 +183,8 @@ class BrowserSession:
             if self._browser is not None:
                 await asyncio.wait_for(self._browser.close(), timeout=2)
         finally:
+            if self._proxy is not None:
+                await self._proxy.close()
             if self._playwright is not None:
                 await asyncio.wait_for(self._playwright.stop(), timeout=1)
 
