@@ -41,3 +41,13 @@ def test_a_preset_with_unknown_or_mistyped_fields_is_refused_naming_them(tmp_pat
         read(tmp_path, {"x": fields})
 
     assert str(refused.value).endswith(fault)
+
+
+@pytest.mark.django_db
+def test_the_stored_read_only_presets_offer_the_read_backs():
+    """Migrations 0006/0007: explore and analyst can read memory and stubbed results back."""
+    from memory.models import AgentPreset
+
+    for name in ("explore", "analyst"):
+        allowed = AgentPreset.objects.get(name=name).allowed_tools
+        assert {"read_memory", "read_result"} <= set(allowed), (name, allowed)
