@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from django.conf import settings as django_settings
 
+import tools.builtin.browser  # noqa: F401  (registers the browser tools)
 from tests.media_samples import media_root
 from tests.scripted_llm import Reply, ToolCall
 from tools import browser as browsers
@@ -45,6 +46,8 @@ DELAYED = """<html><head><title>Slow</title></head><body><div id="out">loading</
 <script>setTimeout(() => { document.getElementById('out').textContent = 'Report ready: 42 rows'; }, 1200);</script>
 </body></html>"""
 DOWNLOAD = '<html><body><a href="/file.csv">Get the data</a></body></html>'
+POPUPS = """<html><body><button onclick="for (let i = 0; i < 3; i++) window.open('/other?' + i)">Open three</button>
+</body></html>"""
 
 
 class Site(BaseHTTPRequestHandler):
@@ -67,7 +70,7 @@ class Site(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         self.seen.append(f"GET {self.path}")
-        pages = {"/form": FORM, "/delayed": DELAYED, "/download": DOWNLOAD}
+        pages = {"/form": FORM, "/delayed": DELAYED, "/download": DOWNLOAD, "/popups": POPUPS}
         if self.path in pages:
             self._send(pages[self.path].encode())
         elif self.path == "/file.csv":
@@ -520,3 +523,21 @@ def test_the_proxy_tunnels_to_a_checked_address_and_refuses_others(site: Server)
     assert b"200 Connection established" in allowed and b"Order a pizza" in allowed
     assert denied.startswith(b"HTTP/1.1 403") and other.seen == []
     assert "a loopback address" in refused[0]
+
+
+@pytest.mark.usefixtures("allow_private")
+def test_tabs_past_the_page_limit_are_closed_with_a_note(
+    ctx: ToolContext, site: Server, settings: Any
+) -> None:
+    settings.AGENT_BROWSER_MAX_PAGES = 2
+    call(ctx, "browser_open", url=f"{site.url}/popups")
+
+    result = call(ctx, "browser_act", action="click", role="button", name="Open three")
+
+    assert "refused a new tab: at most 2 pages are open" in result.output
+    session = browsers.session_for(ctx)
+    assert session.call(lambda: _page_count(session), timeout=10) == 2
+
+
+async def _page_count(session: BrowserSession) -> int:
+    return len(session._context.pages)
