@@ -302,6 +302,8 @@ def test_chromium_runs_in_the_sandbox_without_the_servers_files_or_secrets(
             assert not Path(f"/proc/{pid}/root{Path.cwd()}/manage.py").exists()
             assert Path(f"/proc/{pid}/root/usr/bin").is_dir()
             assert b"AGENT_TEST_SECRET" not in Path(f"/proc/{pid}/environ").read_bytes()
+            status = Path(f"/proc/{pid}/status").read_text()
+            assert "CapEff:\t0000000000000000" in status  # no capabilities, even as root
     finally:
         del os.environ["AGENT_TEST_SECRET"]
         session.close()

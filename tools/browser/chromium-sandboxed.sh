@@ -11,7 +11,7 @@ for arg in "$@"; do
     case "$arg" in --user-data-dir=*) profile="${arg#--user-data-dir=}" ;; esac
 done
 [ -n "$profile" ] || { echo "chromium-sandboxed.sh: no --user-data-dir" >&2; exit 2; }
-set -- --die-with-parent --new-session --unshare-pid --unshare-ipc --unshare-uts --unshare-cgroup-try \
+set -- --die-with-parent --new-session --cap-drop ALL --unshare-pid --unshare-ipc --unshare-uts --unshare-cgroup-try \
     --ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/lib /lib --symlink usr/lib64 /lib64 \
     --symlink usr/sbin /sbin \
     --ro-bind-try /etc/fonts /etc/fonts --ro-bind-try /etc/ssl /etc/ssl \
