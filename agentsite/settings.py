@@ -267,6 +267,10 @@ AGENT_BROWSER_CALL_TIMEOUT = env_float("AGENT_BROWSER_CALL_TIMEOUT", 60.0, minim
 AGENT_BROWSER_MAX_PAGES = env_int("AGENT_BROWSER_MAX_PAGES", 5, minimum=1)
 AGENT_BROWSER_TEXT_LIMIT = env_int("AGENT_BROWSER_TEXT_LIMIT", 8000, minimum=500)
 AGENT_BROWSER_DOWNLOAD_MAX_BYTES = env_int("AGENT_BROWSER_DOWNLOAD_MAX_BYTES", 20 * 1024 * 1024, minimum=1024)
+# A paused run's browser (cookies, pages, typed form values) until its next run segment
+# (tools/browser/pause.py): private 0600 files, outside every workspace, shared by the
+# web and worker processes like the workspaces.
+AGENT_BROWSER_STATE_ROOT = Path(env_str("AGENT_BROWSER_STATE_ROOT") or str(BASE_DIR / "browser-state"))
 # T3 web_search: "" (off) | "searxng" (AGENT_SEARCH_URL) | dotted path of a callable
 # (query, max_results) -> [{"title", "url", "snippet"}]. The key goes as a bearer token.
 AGENT_SEARCH_BACKEND = env_str("AGENT_SEARCH_BACKEND")

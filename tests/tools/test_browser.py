@@ -73,6 +73,8 @@ class Site(BaseHTTPRequestHandler):
         pages = {"/form": FORM, "/delayed": DELAYED, "/download": DOWNLOAD, "/popups": POPUPS}
         if self.path in pages:
             self._send(pages[self.path].encode())
+        elif self.path == "/login":  # logs in: a session cookie, then the order form
+            self._send(FORM.encode(), extra={"Set-Cookie": "session=s3cret-login; Path=/; HttpOnly"})
         elif self.path == "/file.csv":
             self._send(b"a,b\n1,2\n", "text/csv", {"Content-Disposition": 'attachment; filename="data.csv"'})
         elif self.path == "/slow":
@@ -90,8 +92,10 @@ class Site(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         form = self.rfile.read(length).decode()
         self.seen.append(f"POST {self.path} {form}")
+        cookie = self.headers.get("Cookie")
+        signed = f" as {cookie}" if cookie else ""
         self._send(
-            f"<html><head><title>Thanks</title></head><body><p>Ordered: {form}</p></body></html>".encode()
+            f"<html><head><title>Thanks</title></head><body><p>Ordered: {form}{signed}</p></body></html>".encode()
         )
 
 
@@ -138,7 +142,7 @@ def ctx(tmp_path: Path) -> Iterator[ToolContext]:
         "T", (), {"trace_id": f"browser-test-{os.getpid()}-{time.monotonic_ns()}", "model": ""}
     )()
     yield ToolContext(trace=trace, workspace=workspace)
-    browsers.close_for_trace(trace.trace_id)
+    browsers.close_for_trace(trace.trace_id, "completed")
 
 
 def call(ctx: ToolContext, tool: str, **arguments: Any) -> ToolResult:
@@ -543,3 +547,76 @@ def test_tabs_past_the_page_limit_are_closed_with_a_note(
 
 async def _page_count(session: BrowserSession) -> int:
     return len(session._context.pages)
+
+
+@pytest.mark.usefixtures("allow_private")
+def test_a_paused_run_keeps_its_browser_cookie_and_typed_value_until_the_approved_click(
+    runner: Any,
+    llm: Any,
+    site: Server,
+    settings: Any,
+    tmp_path: Path,
+    monkeypatch: Any,
+    django_capture_on_commit_callbacks: Any,
+    db: Any,
+) -> None:
+    from django_q.conf import Conf
+
+    from tests.factories import make_user
+    from tools.browser import pause
+    from traces.models import Approval, Message, Trace
+    from traces.services.approvals import approval_decide
+
+    monkeypatch.setattr(Conf, "SYNC", True)  # the approval's resume runs here (tests/traces/conftest.py)
+    settings.AGENT_BROWSER_STATE_ROOT = tmp_path / "browser-state"
+    owner, expert = make_user("integrator"), make_user("expert", staff=True)
+    llm.script(
+        "scripted",
+        [
+            Reply(tool_calls=[ToolCall("browser_open", {"url": f"{site.url}/login"})]),
+            Reply(
+                tool_calls=[
+                    ToolCall(
+                        "browser_act", {"action": "fill", "role": "textbox", "name": "Name", "value": "Ada"}
+                    )
+                ]
+            ),
+            Reply(
+                tool_calls=[
+                    ToolCall("browser_act", {"action": "click", "role": "button", "name": "Place order"})
+                ]
+            ),
+            Reply(text="Ordered."),
+        ],
+    )
+
+    def approve_and_resume(trace_id: str) -> Trace:
+        saved = pause.state_path(trace_id)
+        assert saved.exists() and saved.stat().st_mode & 0o777 == 0o600
+        assert settings.AGENT_WORKSPACE_ROOT not in saved.parents  # no tool of the run can read it
+        assert browsers.open_sessions() == [] and chromium_descendants() == []
+        approval = Approval.objects.get(trace_id=trace_id, status="pending")
+        with django_capture_on_commit_callbacks(execute=True):
+            approval_decide(user=expert, trace_id=trace_id, approval_id=approval.pk, decision="approve")
+        return Trace.objects.get(pk=trace_id)
+
+    result = runner.run_result(
+        [{"role": "user", "content": "order for Ada"}],
+        RunConfig(tools=sorted(TOOLS), confirm_policy="ask-risky", owner_id=owner.pk),
+    )
+    assert result.status == "waiting"  # the fill waits for an expert
+    trace = approve_and_resume(result.trace_id)
+    assert trace.status == "waiting"  # the fill ran on the restored page; the click waits
+    trace = approve_and_resume(trace.trace_id)
+
+    assert trace.status == "completed"
+    posts = [line for line in site.seen if line.startswith("POST")]
+    assert posts == ["POST /order name=Ada&size=small"]
+    results = list(Message.objects.filter(trace=trace, role="tool").order_by("sequence"))
+    fill, click = results[1].content, results[2].content
+    assert "restored after a pause" in fill and "reloaded" in fill
+    assert "restored after a pause" in click and "1 form field value(s) re-filled" in click
+    assert "Ordered: name=Ada&size=small as session=s3cret-login" in click  # the server's answer
+    assert not pause.state_path(trace.trace_id).exists()  # the completed run dropped it
+    assert not list((settings.AGENT_WORKSPACE_ROOT / trace.trace_id).rglob("*.json"))
+    assert browsers.open_sessions() == [] and chromium_descendants() == []

@@ -2,8 +2,9 @@
 trace run (`session.py`), what the tools do on its page (`actions.py`).
 
 Sessions are kept here by trace id for the run's calls and closed by the runner's
-`after_run` extension point however the run ends (end, stop, lease loss, crash);
-`close_all` runs at interpreter exit as well.
+`after_run` extension point however the run ends (end, stop, lease loss, crash); a
+run that pauses (`waiting`) saves its browser first, for the trace's next run segment
+(`pause.py`). `close_all` runs at interpreter exit as well.
 """
 
 from __future__ import annotations
@@ -17,9 +18,12 @@ import threading
 from django.conf import settings
 
 from tools import sandbox
+from tools.browser import pause
 from tools.browser.session import BrowserSession
+from traces.models import TraceStatus
 from traces.runner.tool_api import ToolContext
 
+ENDED = frozenset({TraceStatus.COMPLETED, TraceStatus.FAILED, TraceStatus.STOPPED})
 _sessions: dict[str, BrowserSession] = {}
 _lock = threading.Lock()
 
@@ -50,9 +54,18 @@ def session_for(ctx: ToolContext) -> BrowserSession:
         return session
 
 
-def close_for_trace(trace_id: str) -> None:
+def close_for_trace(trace_id: str, status: str) -> None:
+    """A run of `trace_id` ended in `status`: a pause (`waiting`) saves its browser for the
+    next run segment (`pause.py`); any other end drops a saved one; either way the
+    browser closes. A lost lease or a crash (status still `running`) leaves saved state
+    to the run that owns the trace now."""
     with _lock:
         session = _sessions.pop(trace_id, None)
+    if status == TraceStatus.WAITING:
+        if session is not None:
+            session.save_for_pause()
+    elif status in ENDED:
+        pause.discard(trace_id)
     if session is not None:
         session.close()
 

@@ -40,7 +40,8 @@ async def page_state(session: BrowserSession, element: str | None = None) -> Pag
         text = await page.locator("body").aria_snapshot(timeout=2000)
     except Exception:
         text = "(the page has no readable body yet)"
-    notes = [f"refused {item}" for item in session.refused]
+    notes = list(session.notes) + [f"refused {item}" for item in session.refused]
+    session.notes.clear()
     notes += [f"downloaded to the workspace: {item}" for item in session.downloads]
     session.refused.clear()
     session.downloads.clear()

@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 import httpx
 from django.conf import settings
 
+from tools.browser import pause
 from tools.browser.proxy import GuardedProxy
 from tools.netguard import blocked_reason, resolve_host
 from traces.runner.tool_api import ToolError
@@ -61,6 +62,7 @@ class BrowserSession:
         self.check = None if settings.AGENT_WEBFETCH_ALLOW_PRIVATE else blocked_reason
         self.refused: list[str] = []  # requests the guard refused since the last call read them
         self.downloads: list[str] = []  # workspace paths of finished downloads, likewise
+        self.notes: list[str] = []  # other news for the next result (a restore after a pause)
         self.page: Any = None
         self._browser: Any = None
         self._context: Any = None
@@ -106,6 +108,22 @@ class BrowserSession:
                 self.close()
                 why = reason or f"the call took longer than {timeout:g} s"
                 raise BrowserEnded(f"browser closed: {why}. Open the page again to go on.") from None
+
+    def save_for_pause(self) -> bool:
+        """Save the browser's state for the trace's next run segment (`pause.py`); False when
+        there is nothing to save (never launched, closed) or it could not be read."""
+        if self._closed or self._context is None:
+            return False
+
+        async def snapshot() -> dict[str, Any]:
+            return await pause.capture(self._context, self.page)
+
+        try:
+            state = self.call(snapshot, timeout=settings.AGENT_BROWSER_ACTION_TIMEOUT)
+        except Exception:
+            return False
+        pause.save(self.trace_id, state)
+        return True
 
     def close(self) -> None:
         """Close the browser and end the loop thread; safe from any thread, idempotent."""
@@ -155,14 +173,23 @@ class BrowserSession:
             handle_sigterm=False,
             handle_sighup=False,
         )
-        context = await self._browser.new_context(accept_downloads=True, service_workers="block")
+        saved = pause.take(self.trace_id)  # a paused run's browser, read once
+        context = await self._browser.new_context(
+            accept_downloads=True,
+            service_workers="block",
+            storage_state=saved["storage_state"] if saved and saved.get("storage_state") else None,
+        )
         context.set_default_timeout(settings.AGENT_BROWSER_ACTION_TIMEOUT * 1000)
         context.set_default_navigation_timeout(settings.AGENT_BROWSER_ACTION_TIMEOUT * 1000)
         await context.route("**/*", self._guard)
         await context.route_web_socket("**/*", self._guard_websocket)
         context.on("page", self._on_page)
         self._context = context
-        self.page = await context.new_page()
+        if saved:
+            self.page, note = await pause.reopen(context, saved)
+            self.notes.append(note)
+        else:
+            self.page = await context.new_page()
 
     def _environment(self) -> dict[str, str]:
         home = self._scratch / "home"

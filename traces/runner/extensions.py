@@ -85,9 +85,11 @@ class RunExtensions:
     on_end: list[Callable[[Trace, str, Defer], None]] = field(default_factory=list)
     # After the final commit (notifications).
     after_end: list[Callable[[Trace, str], None]] = field(default_factory=list)
-    # When a run's generator exits however it ended, lease loss and crashes included:
-    # what a run held in this process is let go (the browser tools' Chromium).
-    after_run: list[Callable[[str], None]] = field(default_factory=list)
+    # When a run's generator exits however it ended, lease loss and crashes included,
+    # with the trace id and the run's final status (`waiting` for a pause; still
+    # `running` after a lost lease): what a run held in this process is let go, or
+    # kept for the next run segment (the browser tools' Chromium).
+    after_run: list[Callable[[str, str], None]] = field(default_factory=list)
     # Each model request, just before it is sent; may return replacement messages, which
     # are sent but not stored (M8: the memory index and what recall found); `Emit`
     # writes an event of the run (M8: `memory_recalled`).

@@ -110,7 +110,7 @@ class AgentRunner(RunSetup, ModelCalls, ContextManagement, ToolCalls, Strategies
         finally:
             self._stops.pop(run.trace.trace_id, None)
             for release in extensions.after_run:
-                release(run.trace.trace_id)
+                release(run.trace.trace_id, run.trace.status)
             self._local.stats = {
                 "iterations": run.iterations,
                 "model_seconds": run.model_seconds,
