@@ -12,14 +12,20 @@ from typing import Any
 
 from memory.retrieval import format_experiences, retrieve_for_task
 from memory.services import MEMORY_CONTEXT
-from memory.skills import UnknownSkill, skills_for_prompt, skills_prompt
+from memory.skills import Skill, UnknownSkill, load_skills, skills_for_prompt, skills_prompt
 from traces.models import Trace
 from traces.runner.config import InvalidRun, RunConfig
 from traces.runner.extensions import Preset
 
+# Built-in skills about a family of tools (seed 004: the browser skill): unless the
+# call site names the skills, each is injected where one of its tools is offered,
+# and left out where none is.
+TOOL_SKILLS = {"browser": "browser_"}
+
 
 def system_prompt_for(config: RunConfig, preset: Preset, base: str, offered: set[str]) -> str:
-    """`base` plus the skills chosen by call site > preset > all built-ins.
+    """`base` plus the skills chosen by call site > preset > all built-ins (tool skills
+    where their tools are offered).
 
     Raises InvalidRun when the call site names a skill that does not exist.
     """
@@ -27,8 +33,22 @@ def system_prompt_for(config: RunConfig, preset: Preset, base: str, offered: set
         injected = skills_for_prompt(config.skills, preset.skills)
     except UnknownSkill as exc:
         raise InvalidRun(str(exc)) from None
+    if config.skills is None:
+        injected = with_tool_skills(injected, offered)
     section = skills_prompt(injected, list_others="skill" in offered)
     return f"{base}\n\n{section}" if section else base
+
+
+def with_tool_skills(injected: list[Skill], offered: set[str]) -> list[Skill]:
+    """`injected` with each tool skill added where its tools are offered, dropped where not."""
+    available = load_skills()
+    out = list(injected)
+    for name, prefix in TOOL_SKILLS.items():
+        offers = any(tool.startswith(prefix) for tool in offered)
+        out = [s for s in out if s.name != name or offers]
+        if offers and name in available and all(s.name != name for s in out):
+            out.append(available[name])
+    return out
 
 
 def with_experiences(

@@ -113,3 +113,16 @@ def test_skills_api(api_client, integrator, skills_dirs):
     assert client.get("/api/skills/deploy").json()["body"] == "Steps."
     assert client.get("/api/skills/nope").status_code == 404
     assert api_client().get("/api/skills").status_code == 401
+
+
+def test_the_browser_skill_comes_where_the_browser_tools_are_offered():
+    from memory.injection import with_tool_skills
+    from memory.skills import load_skills
+
+    skills = load_skills()
+    planning = [skills["planning"]]
+    offered = {"read", "browser_open", "browser_act"}
+    assert [s.name for s in with_tool_skills(planning, offered)] == ["planning", "browser"]
+    assert [s.name for s in with_tool_skills(planning, {"read"})] == ["planning"]
+    # a preset naming it does not bring it to a run without the tools
+    assert [s.name for s in with_tool_skills([*planning, skills["browser"]], {"read"})] == ["planning"]
