@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -386,6 +387,17 @@ def test_a_screenshot_reaches_the_model_as_an_image_and_no_chromium_survives_the
     assert "saved to screenshots/" in last[-2]["content"]
     assert browsers.open_sessions() == []
     assert chromium_descendants() == []
+    # the expert sees the screenshot in the conversation, served behind the trace's visibility
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    client = Client()
+    client.force_login(User.objects.create_user("screenshot-expert", is_staff=True))
+    page = client.get(f"/traces/{result.trace_id}/").content.decode()
+    thumbnail = re.search(r'<figure class="thumb"><a href="[^"]+"[^>]*><img src="([^"]+)"', page)
+    assert thumbnail, "no screenshot thumbnail on the trace page"
+    image = client.get(thumbnail.group(1))
+    assert image.status_code == 200 and image["Content-Type"].startswith("image/")
 
 
 @pytest.mark.usefixtures("allow_private")
