@@ -18,6 +18,9 @@ from traces.selectors import trace_main_path
 pytestmark = pytest.mark.django_db
 
 LIMIT = 1000  # the scripted model's context in these tests; compaction starts at 800
+# The system prompt's skills, named at the call site: a 1,000-token window has room for
+# these two beside the history, not for every skill a run with all tools would get.
+SKILLS = ["planning", "research"]
 
 
 @pytest.fixture
@@ -58,7 +61,7 @@ def request_tokens(request: Any) -> int:
 def test_a_long_run_is_summarised_and_every_request_stays_under_the_limit(runner, llm, small_context):
     llm.script("scripted", [scripted([Reply(tool_calls=[big_output(i)]) for i in range(8)])] * 40)
 
-    result = runner.run_result(user("print big digits eight times"), RunConfig(stream=False))
+    result = runner.run_result(user("print big digits eight times"), RunConfig(stream=False, skills=SKILLS))
 
     assert result.status == "completed"
     requests = llm.requests_for("scripted")
@@ -149,7 +152,7 @@ def test_three_failed_summaries_open_the_circuit_breaker(runner, llm, small_cont
         ]
         * 40,
     )
-    result = runner.run_result(user("print big digits"), RunConfig(stream=False))
+    result = runner.run_result(user("print big digits"), RunConfig(stream=False, skills=SKILLS))
 
     assert result.status == "completed"  # the run goes on without compaction
     compact_requests = [r for r in llm.requests_for("scripted") if is_compact_request(r.body)]
