@@ -27,7 +27,7 @@ from django.views.decorators.http import require_GET
 from memory.models import Experience
 from portal.conversation import conversation
 from portal.forms import ContinueForm
-from portal.paging import CALL_LOOKBACK, PathPage, path_page
+from portal.paging import CALL_LOOKBACK, PathPage, path_page, path_sequences
 from portal.tree import message_tree
 from traces.collaboration.humans import HUMAN
 from traces.goal_tree import GoalTree
@@ -114,8 +114,9 @@ def _plan(request: HttpRequest, trace: Trace, viewing: Viewing) -> dict[str, Any
 
 
 def _tree(request: HttpRequest, trace: Trace, viewing: Viewing) -> dict[str, Any]:
-    page = _page(trace, viewing)
-    return {"tree": message_tree(trace.trace_id, page.sequences, viewing.head, trace.head_sequence)}
+    # the viewed path's sequences; its page's messages only if another panel read them
+    path = viewing.page.sequences if viewing.page else path_sequences(trace.trace_id, viewing.head)
+    return {"tree": message_tree(trace.trace_id, path, viewing.head, trace.head_sequence)}
 
 
 def _subtraces(request: HttpRequest, trace: Trace, viewing: Viewing) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
@@ -32,13 +32,6 @@ from traces.totals import cost_note, cost_text
 from traces.waiting import traces_waiting_for
 
 PAGE_SIZE = 25
-
-
-def _visible(request: HttpRequest, trace_id: str) -> Trace:
-    trace = traces_visible_to(request.user).filter(pk=trace_id).select_related("owner").first()
-    if trace is None:
-        raise Http404("no such trace")
-    return trace
 
 
 @login_required
