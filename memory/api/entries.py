@@ -32,7 +32,8 @@ from memory.models import MemoryEntry, MemoryType
 from traces.api.errors import error_response
 from traces.api.fields import StrictCharField
 from traces.api.parsers import BoundedJSONParser
-from traces.api.serializers import ErrorSerializer, QuerySerializer
+from traces.api.requests import QuerySerializer
+from traces.api.serializers import ErrorSerializer
 
 ENTRY_ID = OpenApiParameter("entry_id", int, OpenApiParameter.PATH, description="the entry's id")
 

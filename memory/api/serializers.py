@@ -10,7 +10,7 @@ from rest_framework import serializers
 
 from memory.models import Experience, ExperienceSource, ExperienceStatus, normalize_tags
 from traces.api.fields import StrictCharField, StrictFloatField, StrictIntegerField, StrictRegexField
-from traces.api.serializers import QuerySerializer
+from traces.api.requests import QuerySerializer
 
 EXPERIENCE_FIELDS = [
     "code",

@@ -10,7 +10,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from traces.api.fields import StrictCharField
-from traces.api.serializers import ConstrainedSerializer, ErrorSerializer
+from traces.api.requests import ConstrainedSerializer
+from traces.api.serializers import ErrorSerializer
 from traces.api.views import TRACE_ID, TraceAPIView
 from traces.guards.confirm import approval_payload
 from traces.services.approvals import approval_decide, approvals_for

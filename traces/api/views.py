@@ -11,6 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from traces.api import requests as r
 from traces.api import serializers as s
 from traces.api.parsers import BoundedJSONParser, MessagesJSONParser
 from traces.api.permissions import visible_traces
@@ -46,23 +47,23 @@ class TraceListView(TraceAPIView, generics.GenericAPIView):
     parser_classes = [MessagesJSONParser]
 
     def get_queryset(self) -> QuerySet[Trace]:
-        query = s.TraceListQuerySerializer(data=self.request.query_params)
+        query = r.TraceListQuerySerializer(data=self.request.query_params)
         query.is_valid(raise_exception=True)
         traces = visible_traces(self.request).select_related("owner").order_by("-created_at", "-trace_id")
         return TraceFilter(query.validated_data, queryset=traces).qs
 
     @extend_schema(
-        parameters=[s.TraceListQuerySerializer], responses={200: s.TraceSerializer(many=True), **ERRORS}
+        parameters=[r.TraceListQuerySerializer], responses={200: s.TraceSerializer(many=True), **ERRORS}
     )
     def get(self, request: Request) -> Response:
         """List the traces you may see, newest first (LimitOffset pagination)."""
         page = self.paginate_queryset(self.get_queryset())
         return self.get_paginated_response(self.get_serializer(page, many=True).data)
 
-    @extend_schema(request=s.TraceStartSerializer, responses={201: s.ControlResponseSerializer, **ERRORS})
+    @extend_schema(request=r.TraceStartSerializer, responses={201: s.ControlResponseSerializer, **ERRORS})
     def post(self, request: Request) -> Response:
         """Start a new trace; a worker runs it. Answers at once."""
-        body = s.TraceStartSerializer(data=request.data)
+        body = r.TraceStartSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
         trace = services.trace_start(
@@ -100,7 +101,7 @@ class TraceDetailView(TraceAPIView):
 
 class TraceMessagesView(TraceAPIView):
     @extend_schema(
-        parameters=[TRACE_ID, s.MessagesQuerySerializer],
+        parameters=[TRACE_ID, r.MessagesQuerySerializer],
         responses={200: s.MessageSerializer(many=True), **ERRORS},
     )
     def get(self, request: Request, trace_id: str) -> Response:
@@ -108,7 +109,7 @@ class TraceMessagesView(TraceAPIView):
 
         Page through a long trace with `after` (the last sequence you have) and `limit`.
         """
-        query = s.MessagesQuerySerializer(data=request.query_params)
+        query = r.MessagesQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         after, limit = query.validated_data["after"], query.validated_data["limit"]
         trace = self.visible_trace(request, trace_id)
@@ -125,7 +126,7 @@ class TraceMessagesView(TraceAPIView):
 
 class TraceEventsView(TraceAPIView):
     @extend_schema(
-        parameters=[TRACE_ID, s.EventsQuerySerializer],
+        parameters=[TRACE_ID, r.EventsQuerySerializer],
         responses={200: s.EventSerializer(many=True), **ERRORS},
     )
     def get(self, request: Request, trace_id: str) -> Response:
@@ -133,7 +134,7 @@ class TraceEventsView(TraceAPIView):
 
         Page through a long log with `limit`, passing the last event id as the next `since`.
         """
-        query = s.EventsQuerySerializer(data=request.query_params)
+        query = r.EventsQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         trace = self.visible_trace(request, trace_id)
         events = trace_events(trace_id=trace.trace_id, since=query.validated_data["since"])
@@ -147,12 +148,12 @@ class TraceRunView(TraceAPIView):
 
     @extend_schema(
         parameters=[TRACE_ID],
-        request=s.TraceRunSerializer,
+        request=r.TraceRunSerializer,
         responses={202: s.ControlResponseSerializer, **CONTROL_ERRORS},
     )
     def post(self, request: Request, trace_id: str) -> Response:
         """Continue (no after_sequence), rewind (after_sequence + messages) or regenerate (after_sequence, no messages)."""
-        body = s.TraceRunSerializer(data=request.data)
+        body = r.TraceRunSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         trace = services.trace_continue(
             user=request.user,
