@@ -411,6 +411,15 @@ def _fragments(text: str, size: int = 8) -> list[str]:
 # --- the server -----------------------------------------------------------------
 
 
+class _Server(ThreadingHTTPServer):
+    """A thread per connection, and a listen backlog for bursts: socketserver's
+    default of 5 drops the SYNs of hundreds of runs calling at once (the client
+    retries after 1-3 s, which a latency benchmark would count as the model's)."""
+
+    daemon_threads = True
+    request_queue_size = 1024
+
+
 class ScriptedLLM:
     """A local model endpoint answering from per-model queues of scripted replies.
 
@@ -434,8 +443,7 @@ class ScriptedLLM:
     def start(self) -> ScriptedLLM:
         if self._server is not None:
             return self
-        server = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
-        server.daemon_threads = True
+        server = _Server(("127.0.0.1", 0), _make_handler(self))
         self._server = server
         self._thread = threading.Thread(target=server.serve_forever, name="scripted-llm", daemon=True)
         self._thread.start()
