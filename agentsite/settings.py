@@ -399,10 +399,13 @@ if REDIS_URL:
     }
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
-# How often a WebSocket watcher re-reads the event log without a doorbell: the
-# delivery path in the embedded default (no layer crosses processes), a safety
-# net with Redis.
-AGENT_WATCH_POLL_SECONDS = env_float("AGENT_WATCH_POLL_SECONDS", 5.0 if REDIS_URL else 0.5, minimum=0.05)
+# Without Redis the in-memory layer stays in one process; the doorbell crosses
+# processes by PostgreSQL LISTEN/NOTIFY, or on SQLite by Unix datagram sockets in
+# this directory (default `<SQLite file>.doorbells`; traces/events/bells.py).
+AGENT_DOORBELL_DIR = env_str("AGENT_DOORBELL_DIR")
+# How often a WebSocket watcher re-reads the event log without a doorbell: a
+# safety net for a lost ring (a doorbell only wakes it sooner).
+AGENT_WATCH_POLL_SECONDS = env_float("AGENT_WATCH_POLL_SECONDS", 5.0, minimum=0.05)
 
 # A run may take long; its own lease and heartbeat (W5) guard it, so the
 # broker's timeout only bounds a wedged task. timeout must stay below retry.

@@ -20,8 +20,10 @@ layer:
 
 - with Redis (REDIS_URL) the worker's commit rings the group and watchers read
   within milliseconds; the poll (AGENT_WATCH_POLL_SECONDS, 5 s) is a safety net;
-- in the embedded default (SQLite, in-memory layer, worker in another process) no
-  ring crosses processes, and the poll (0.5 s) delivers.
+- in the embedded default (in-memory layer, worker in another process) the ring
+  crosses processes by PostgreSQL NOTIFY or a Unix datagram socket
+  (traces/events/bells.py), which this consumer listens to while it is open;
+  the poll (5 s) is the safety net as well.
 
 Close codes: 4401 not authenticated, 4404 unknown trace or someone else's (as
 the REST API, which answers 404 for both), 4400 bad `since`, `children` or
@@ -35,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -43,7 +46,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
 from traces.events.cursors import WatchCursors, events_after, parse_watch_query, watched_heads
-from traces.events.doorbell import group_for
+from traces.events.doorbell import group_for, listen
 from traces.selectors import traces_visible_to
 
 logger = logging.getLogger(__name__)
@@ -73,6 +76,7 @@ class TraceWatchConsumer(AsyncJsonWebsocketConsumer):
     watched: WatchCursors
     doorbells: set[str]
     pump: asyncio.Task[None] | None = None
+    unlisten: Callable[[], None] | None = None
 
     async def connect(self) -> None:
         self.doorbells = set()
@@ -93,7 +97,9 @@ class TraceWatchConsumer(AsyncJsonWebsocketConsumer):
         self.user = user
         self.watched = WatchCursors(self.trace_id, query)
         self.bell = asyncio.Event()
-        # Join before the first read, so no ring between that read and the join is missed.
+        # Join (and listen to other processes) before the first read, so no ring
+        # between that read and the join is missed.
+        self.unlisten = listen()
         await self._join([self.trace_id])
         self.pump = asyncio.create_task(self._pump())
 
@@ -105,6 +111,9 @@ class TraceWatchConsumer(AsyncJsonWebsocketConsumer):
         for group in self.doorbells:
             await self.channel_layer.group_discard(group, self.channel_name)
         self.doorbells = set()
+        if self.unlisten is not None:
+            self.unlisten()
+            self.unlisten = None
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         """Clients only listen; anything they send is ignored."""

@@ -11,7 +11,11 @@ Two delivery paths:
 
 - the in-memory layer (embedded default, tests) only reaches consumers of this
   process: sent through async_to_sync, which lands on the caller's outer event
-  loop when there is one (a sync view under daphne, a test);
+  loop when there is one (a sync view under daphne, a test). Watchers in other
+  processes (daphne, while a worker commits) are rung through
+  traces/events/bells.py: PostgreSQL NOTIFY or a Unix datagram socket; a
+  watch consumer `listen`s for those and `_deliver` turns each into a group
+  send on its own process's layer;
 - any cross-process layer (channels_redis, when REDIS_URL is set) is written to
   from a sync worker by one long-lived event loop in a daemon thread, with its
   own layer instance: channels_redis binds its connection pools to the loop that
@@ -28,12 +32,15 @@ import logging
 import os
 import re
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels import DEFAULT_CHANNEL_LAYER
 from channels.layers import BaseChannelLayer, InMemoryChannelLayer, channel_layers, get_channel_layer
+
+from traces.events import bells
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +71,7 @@ def ring(trace_id: str, events: list[dict[str, Any]]) -> None:
         # none watches this trace, as in a worker or a terminal run.
         if getattr(layer, "groups", {}).get(group):
             _ring_in_process(layer, group, message)
+        bells.ring_other_processes(trace_id, message["last_event_id"])
     else:
         _sender().send(group, message)
 
@@ -76,6 +84,34 @@ def _ring_in_process(layer: BaseChannelLayer, group: str, message: dict[str, Any
         return
     # Called from async code on this loop (rare): schedule instead of blocking it.
     asyncio.ensure_future(layer.group_send(group, message))
+
+
+def listen() -> Callable[[], None]:
+    """Hear rings from other processes on the running loop, when the layer cannot
+    carry them; call the returned function when the watch socket closes."""
+    return bells.listen(_deliver)
+
+
+_deliveries: set[asyncio.Task[None]] = set()
+
+
+def _deliver(trace_id: str | None, last_event_id: int) -> None:
+    """A ring from another process (on this process's loop): ring the trace's group
+    here if anyone here watches it; trace_id None rings every trace group."""
+    layer = get_channel_layer()
+    groups = getattr(layer, "groups", {})
+    if layer is None or not groups:
+        return
+    message: dict[str, Any] = {"type": DOORBELL_TYPE, "last_event_id": last_event_id}
+    if trace_id is None:
+        targets = [group for group in groups if group.startswith("trace.")]
+    else:
+        message["trace_id"] = trace_id
+        targets = [group_for(trace_id)] if groups.get(group_for(trace_id)) else []
+    for group in targets:
+        task = asyncio.ensure_future(layer.group_send(group, message))
+        _deliveries.add(task)
+        task.add_done_callback(_deliveries.discard)
 
 
 class _Sender:

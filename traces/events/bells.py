@@ -1,0 +1,175 @@
+"""Doorbells across processes when the channel layer stays in one (W3, issue 18).
+
+The in-memory channel layer of the embedded default reaches only consumers of
+the process that rings, but runs commit in worker processes and watchers sit in
+daphne. Without Redis a ring crosses processes through what is already there:
+
+- on PostgreSQL, LISTEN/NOTIFY (traces/events/bell_postgres.py);
+- on a SQLite file, Unix datagram sockets in a directory next to it, or in
+  AGENT_DOORBELL_DIR (traces/events/bell_socket.py).
+
+A ring is a payload `"<pid> <last event id> <trace id>"`. Sending is fire and
+forget (a non-blocking datagram, or a NOTIFY thread); a lost ring only delays
+delivery until the watcher's poll. A process listens while it serves at least
+one watch socket (`listen`), on that socket's event loop; it ignores its own
+rings, which reached its watchers in process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
+
+from channels.layers import InMemoryChannelLayer, get_channel_layer
+from django.conf import settings
+from django.db import connections
+from django.db.backends.sqlite3.creation import DatabaseCreation as SQLiteCreation
+
+from traces.events.bell_postgres import NotifyReceiver, NotifySender
+from traces.events.bell_socket import SocketReceiver, SocketSender
+
+logger = logging.getLogger(__name__)
+
+# deliver(trace_id, last_event_id): wake this process's watchers of the trace;
+# trace_id None wakes every watcher (rings may have been lost).
+Deliver = Callable[[str | None, int], None]
+EVERYTHING = 2**63 - 1
+
+
+class Receiver(Protocol):
+    def start(self, loop: asyncio.AbstractEventLoop) -> bool: ...
+    def close(self) -> None: ...
+
+
+def transport() -> str | None:
+    """ "postgres", "socket", or None: the channel layer crosses processes itself
+    (Redis), or nothing else can share the database (an in-memory SQLite)."""
+    if not isinstance(get_channel_layer(), InMemoryChannelLayer):
+        return None
+    vendor = connections["default"].vendor
+    if vendor == "postgresql":
+        return "postgres"
+    if vendor == "sqlite" and doorbell_dir() is not None:
+        return "socket"
+    return None
+
+
+def doorbell_dir() -> Path | None:
+    """AGENT_DOORBELL_DIR, or `<SQLite file>.doorbells`; None for an in-memory database."""
+    if settings.AGENT_DOORBELL_DIR:
+        return Path(settings.AGENT_DOORBELL_DIR)
+    database = connections["default"]
+    if database.vendor != "sqlite" or SQLiteCreation.is_in_memory_db(database.settings_dict["NAME"]):
+        return None
+    return Path(f"{database.settings_dict['NAME']}.doorbells")
+
+
+def encode(trace_id: str, last_event_id: int) -> str:
+    return f"{os.getpid()} {last_event_id} {trace_id}"
+
+
+def decode(payload: str) -> tuple[int, int, str] | None:
+    """(pid, last event id, trace id), or None for a malformed payload."""
+    parts = payload.split(" ", 2)
+    if len(parts) != 3 or not parts[0].isdigit() or not parts[1].isdigit():
+        return None
+    return int(parts[0]), int(parts[1]), parts[2]
+
+
+# --- ringing -----------------------------------------------------------------
+
+_sender_lock = threading.Lock()
+_sender_pid = 0
+_sender: NotifySender | SocketSender | None = None
+
+
+def ring_other_processes(trace_id: str, last_event_id: int) -> None:
+    """Ring the watchers of `trace_id` in every other process; returns at once."""
+    sender = _this_process_sender()
+    if isinstance(sender, NotifySender):
+        sender.send(trace_id, encode(trace_id, last_event_id))
+    elif sender is not None:
+        sender.send(encode(trace_id, last_event_id))
+
+
+def _this_process_sender() -> NotifySender | SocketSender | None:
+    """Made on first use in each process (a forked worker makes its own)."""
+    global _sender, _sender_pid
+    with _sender_lock:
+        if _sender_pid != os.getpid():
+            _sender_pid = os.getpid()
+            kind = transport()
+            directory = doorbell_dir()
+            if kind == "postgres":
+                _sender = NotifySender()
+            elif kind == "socket" and directory is not None:
+                _sender = SocketSender(directory)
+            else:
+                _sender = None
+        return _sender
+
+
+# --- listening ---------------------------------------------------------------
+
+
+class _Listening:
+    def __init__(self, receiver: Receiver) -> None:
+        self.receiver = receiver
+        self.users = 0
+
+
+_listening: dict[asyncio.AbstractEventLoop, _Listening] = {}
+
+
+def listen(deliver: Deliver) -> Callable[[], None]:
+    """Hear other processes' rings on the running loop until the returned function
+    is called (once per watch socket; the last one closes the receiver)."""
+    loop = asyncio.get_running_loop()
+    for closed in [other for other in _listening if other.is_closed()]:
+        _listening.pop(closed).receiver.close()
+    entry = _listening.get(loop)
+    if entry is None:
+        receiver = _start_receiver(loop, deliver)
+        if receiver is None:
+            return lambda: None
+        entry = _listening[loop] = _Listening(receiver)
+    entry.users += 1
+    released = False
+
+    def release() -> None:
+        nonlocal released
+        if released:
+            return
+        released = True
+        entry.users -= 1
+        if entry.users == 0 and _listening.get(loop) is entry:
+            del _listening[loop]
+            entry.receiver.close()
+
+    return release
+
+
+def _start_receiver(loop: asyncio.AbstractEventLoop, deliver: Deliver) -> Receiver | None:
+    def on_message(payload: str) -> None:
+        ring = decode(payload)
+        if ring is not None and ring[0] != os.getpid():
+            deliver(ring[2], ring[1])
+
+    def on_connected() -> None:
+        deliver(None, EVERYTHING)
+
+    kind = transport()
+    directory = doorbell_dir()
+    receiver: Receiver
+    if kind == "postgres":
+        receiver = NotifyReceiver(on_message, on_connected)
+    elif kind == "socket" and directory is not None:
+        receiver = SocketReceiver(directory, on_message)
+    else:
+        return None
+    return receiver if receiver.start(loop) else None
