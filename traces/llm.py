@@ -8,12 +8,10 @@ OpenAI format; litellm translates them for other providers. Tests point
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import math
 import random
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
-from traces.media.request import media_for_model
+from traces.llm_request import normalize_tool_call_ids as normalize_tool_call_ids
+from traces.llm_request import request_messages
 
 if TYPE_CHECKING:
     from tenacity import RetryCallState
@@ -98,64 +97,6 @@ def register_model_prices() -> None:
 
         raise ImproperlyConfigured(f"AGENT_MODEL_PRICES is not JSON: {exc}") from exc
     litellm.register_model(prices)
-
-
-# --- L2: tool_call_id normalisation -------------------------------------------
-
-_ANTHROPIC_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-
-
-def _provider(model: str) -> str:
-    import litellm
-
-    try:
-        return litellm.get_llm_provider(model)[1]
-    except Exception:
-        return model.split("/", 1)[0] if "/" in model else "openai"
-
-
-def _id_ok(tool_call_id: str, provider: str) -> bool:
-    if provider in {"anthropic", "bedrock", "vertex_ai"}:
-        return bool(_ANTHROPIC_ID.match(tool_call_id))
-    if provider in {"gemini"}:
-        return True  # Gemini pairs calls and results by function name
-    return 0 < len(tool_call_id) <= 40
-
-
-def _rewrite_id(tool_call_id: str) -> str:
-    return "call_" + hashlib.sha1(tool_call_id.encode()).hexdigest()[:24]
-
-
-def normalize_tool_call_ids(messages: list[dict[str, Any]], model: str) -> list[dict[str, Any]]:
-    """Rewrite tool_call ids the target provider would reject, keeping pairs matched.
-
-    Returns `messages` itself when every id already fits (the common case costs
-    one pass and no copy). Stored history is never changed.
-    """
-    provider = _provider(model)
-    bad: set[str] = set()
-    for message in messages:
-        for call in message.get("tool_calls") or ():
-            if not _id_ok(str(call.get("id", "")), provider):
-                bad.add(str(call.get("id", "")))
-        if message.get("role") == "tool" and not _id_ok(str(message.get("tool_call_id", "")), provider):
-            bad.add(str(message.get("tool_call_id", "")))
-    if not bad:
-        return messages
-    out = []
-    for message in messages:
-        if message.get("tool_calls"):
-            message = {
-                **message,
-                "tool_calls": [
-                    {**c, "id": _rewrite_id(str(c.get("id", "")))} if str(c.get("id", "")) in bad else c
-                    for c in message["tool_calls"]
-                ],
-            }
-        elif message.get("role") == "tool" and str(message.get("tool_call_id", "")) in bad:
-            message = {**message, "tool_call_id": _rewrite_id(str(message["tool_call_id"]))}
-        out.append(message)
-    return out
 
 
 # --- the call -----------------------------------------------------------------
@@ -238,7 +179,7 @@ class LLMClient:
 
         kwargs: dict[str, Any] = {
             "model": model.model,
-            "messages": normalize_tool_call_ids(media_for_model(messages, model.model), model.model),
+            "messages": request_messages(messages, model.model),
             "timeout": self.timeout,
             # Retries are ours (`_with_retries`): litellm's would retry a 400 as eagerly
             # as a 429, and could not honour our timeout budget.

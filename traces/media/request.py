@@ -1,6 +1,6 @@
 """Stored image references become what the model reads (L5), when a request is sent.
 
-`traces/llm.py:LLMClient.__call__` passes every request through `media_for_model`:
+`traces/llm_request.py:request_messages` passes each image message through `media_message`:
 a `media:` reference becomes a base64 data URL again (OpenAI-style; litellm turns it
 into Anthropic's image blocks), the bookkeeping `media` key is dropped, and a model
 that litellm knows cannot see images gets a text note in each image's place.
@@ -33,13 +33,15 @@ def media_for_model(messages: list[dict[str, Any]], model: str) -> list[dict[str
     if not has_images(messages):
         return messages
     vision = accepts_images(model)
-    out = []
-    for message in messages:
-        content = message.get("content")
-        if isinstance(content, list) and any(image_url(p) for p in content):
-            message = {**message, "content": [_for_model(p, vision, model) for p in content]}
-        out.append(message)
-    return out
+    return [media_message(message, vision, model) for message in messages]
+
+
+def media_message(message: dict[str, Any], vision: bool, model: str) -> dict[str, Any]:
+    """One message as the model gets it: itself when it holds no image."""
+    content = message.get("content")
+    if isinstance(content, list) and any(image_url(p) for p in content):
+        return {**message, "content": [_for_model(p, vision, model) for p in content]}
+    return message
 
 
 def _for_model(part: dict[str, Any], vision: bool, model: str) -> dict[str, Any]:
