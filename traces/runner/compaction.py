@@ -139,12 +139,15 @@ def context_threshold(model: str) -> int:
 
 def level_one(
     messages: list[dict[str, Any]], infos: list[PathInfo], goal_tree: Any
-) -> tuple[list[dict[str, Any]], list[int]]:
-    """The request without closed goals' messages; and the sequences left out."""
+) -> tuple[list[dict[str, Any]], list[int], int]:
+    """The request without closed goals' messages, the sequences left out, and the
+    request's estimated tokens (each kept message's from its PathInfo, which holds
+    `estimate_tokens` of the message as it is now: nothing is estimated again)."""
     closed = {gid for gid, goal in goal_tree.goals.items() if goal.status in CLOSED}
     latest_context = max((i for i, info in enumerate(infos) if info.kind == MessageKind.CONTEXT), default=-1)
     out: list[dict[str, Any]] = []
     dropped: list[int] = []
+    tokens = 0
     first_user = next((i for i, m in enumerate(messages) if m["role"] == "user"), -1)
     skipping = False
     for index, (message, info) in enumerate(zip(messages, infos, strict=True)):
@@ -163,17 +166,18 @@ def level_one(
             keep = info.goal_id not in closed
         if keep:
             out.append(message)
+            tokens += info.tokens
             if index == first_user and closed:
-                out.append(
-                    {
-                        "role": "system",
-                        "content": "## Plan so far (finished goals are summarised here)\n\n"
-                        + goal_tree.to_prompt(include_summary=True),
-                    }
-                )
+                plan = {
+                    "role": "system",
+                    "content": "## Plan so far (finished goals are summarised here)\n\n"
+                    + goal_tree.to_prompt(include_summary=True),
+                }
+                out.append(plan)
+                tokens += estimate_tokens(plan)
         elif info.sequence is not None:
             dropped.append(info.sequence)
-    return out, dropped
+    return out, dropped, tokens
 
 
 # --- level 2 -------------------------------------------------------------------

@@ -46,8 +46,7 @@ class ContextManagement(RunnerBase):
             self._microcompact(run)
         if run.token_total <= run.threshold:
             return run.llm_messages
-        messages, dropped = compaction.level_one(run.llm_messages, run.infos, run.goal_tree)
-        tokens = sum(compaction.estimate_tokens(m) for m in messages)
+        messages, dropped, tokens = compaction.level_one(run.llm_messages, run.infos, run.goal_tree)
         if dropped and tuple(dropped) != run.dropped_signature:
             run.dropped_signature = tuple(dropped)
             self._compaction_event(
@@ -62,8 +61,7 @@ class ContextManagement(RunnerBase):
         if tokens <= run.threshold:
             return messages
         if self._compact(run):
-            messages, _ = compaction.level_one(run.llm_messages, run.infos, run.goal_tree)
-            tokens = sum(compaction.estimate_tokens(m) for m in messages)
+            messages, _, tokens = compaction.level_one(run.llm_messages, run.infos, run.goal_tree)
             if tokens <= run.threshold:
                 return messages
         return self._truncate(run, tokens)
