@@ -1,0 +1,452 @@
+"""Density: C concurrent runs through the real service, against a model that takes 2 s per call.
+
+Each run is the issue-18 workload: 3 model calls of `--delay` seconds (2 s) with a
+tool call (`write`) between them, started over the REST API as a user would
+(`POST /api/traces`), on the real service (tests/e2e/stack.py: daphne +
+`manage.py qcluster`), on the embedded default (SQLite file, ORM broker, no Redis)
+and on PostgreSQL + Redis, with default settings and with `--tuned` env vars.
+
+For each C, a fresh cluster is started and given two bursts of C runs: the first
+after start (cold: every worker pays its first-task costs) and a second one (warm).
+Per burst it prints the wall time from the first start request until the API counts
+all C runs completed, relative to one run alone (the warm C=1 burst); the peak RSS
+and PSS summed over the qcluster process tree (/proc/<pid>/smaps_rollup, sampled
+every 0.5 s); the peak number of PostgreSQL client connections to the service's
+database (pg_stat_activity, sampled; n/a on SQLite); the live event latency p50/p99
+(created_at in the worker to receipt by a WebSocket watcher, over `--watchers`
+runs spread across the burst; events created before the watcher connected are
+replay, not counted); the load average after the burst.
+
+The model is tests/scripted_llm.py in its own process (so its threads do not share
+the watchers' interpreter lock). Not a test; nothing is asserted. Usage:
+
+    python bench/density.py                                   # C=1,16,64, both stacks, default settings
+    python bench/density.py --quick                           # smoke check: C=1,4
+    python bench/density.py --concurrency 1,64,256 --stacks pg --settings tuned \\
+        --tuned "AGENT_WORKERS=2 AGENT_RUNS_PER_WORKER=128"
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import platform
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.e2e.stack import Stack  # noqa: E402
+from tests.scripted_llm import Reply, ScriptedLLM, ToolCall  # noqa: E402
+
+END = ("final", "error", "stopped")
+MODEL_CALLS = 3
+
+
+# --- the model, in its own process ----------------------------------------------
+
+
+def _workload_reply(delay: float) -> Any:
+    def reply(body: dict[str, Any]) -> Reply:
+        if body.get("model") != "scripted":
+            return Reply(text="done")  # the utility model (names, reflections): instant
+        done = sum(1 for message in body.get("messages") or [] if message.get("role") == "tool")
+        if done >= MODEL_CALLS - 1:
+            return Reply(text="All files are written.", delay=delay)
+        return Reply(tool_calls=[ToolCall("write", {"path": f"f{done}.txt", "content": "x"})], delay=delay)
+
+    return reply
+
+
+def _serve_model(delay: float, port: Any) -> None:
+    model = ScriptedLLM(default=_workload_reply(delay)).start()
+    port.value = model.port
+    threading.Event().wait()
+
+
+def start_model(delay: float) -> tuple[multiprocessing.process.BaseProcess, str]:
+    context = multiprocessing.get_context("fork")  # before any thread of ours starts
+    port = context.Value("i", 0)
+    process = context.Process(target=_serve_model, args=(delay, port), daemon=True)
+    process.start()
+    deadline = time.monotonic() + 30
+    while not port.value and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if not port.value:
+        raise RuntimeError("the scripted model did not start")
+    return process, f"http://127.0.0.1:{port.value}/v1"
+
+
+# --- what is sampled during a burst ---------------------------------------------
+
+
+def group_memory(pgid: int) -> tuple[int, int, int]:
+    """(RSS bytes, PSS bytes, processes) summed over the processes of a process group."""
+    rss = pss = count = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            if int(fields[2]) != pgid:
+                continue
+            with open(f"/proc/{entry}/smaps_rollup") as smaps:
+                for line in smaps:
+                    if line.startswith("Rss:"):
+                        rss += int(line.split()[1]) * 1024
+                    elif line.startswith("Pss:"):
+                        pss += int(line.split()[1]) * 1024
+            count += 1
+        except (OSError, IndexError, ValueError):
+            continue  # the process ended while we read it
+    return rss, pss, count
+
+
+class Sampler(threading.Thread):
+    """Peak memory of the cluster's process group and peak PostgreSQL connections."""
+
+    def __init__(self, pgid: int, pg_url: str | None, interval: float = 0.5) -> None:
+        super().__init__(daemon=True)
+        self.pgid, self.pg_url, self.interval = pgid, pg_url, interval
+        self.rss = self.pss = self.processes = 0
+        self.connections: int | None = None
+        self.active: int | None = None
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        db = None
+        if self.pg_url:
+            import psycopg
+
+            db = psycopg.connect(self.pg_url, autocommit=True)
+            self.connections = self.active = 0
+        try:
+            while True:
+                rss, pss, processes = group_memory(self.pgid)
+                self.rss, self.pss = max(self.rss, rss), max(self.pss, pss)
+                self.processes = max(self.processes, processes)
+                if db is not None:
+                    total, active = db.execute(
+                        "SELECT count(*), count(*) FILTER (WHERE state <> 'idle') FROM pg_stat_activity"
+                        " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                        " AND backend_type = 'client backend'"
+                    ).fetchone()  # type: ignore[misc]
+                    self.connections = max(self.connections or 0, total)
+                    self.active = max(self.active or 0, active)
+                if self.halt.wait(self.interval):
+                    return
+        finally:
+            if db is not None:
+                db.close()
+
+
+class Watcher(threading.Thread):
+    """Receives one trace's events over the watch socket; keeps the live ones' delays."""
+
+    def __init__(self, stack: Stack, trace_id: str) -> None:
+        super().__init__(daemon=True)
+        self.stack, self.trace_id = stack, trace_id
+        self.delays: list[float] = []
+        self.error: str | None = None
+
+    def run(self) -> None:
+        try:
+            with self.stack.watch(self.trace_id) as socket_:
+                connected = time.time()
+                while True:
+                    event = json.loads(socket_.recv(timeout=3600))
+                    received = time.time()
+                    created = datetime.fromisoformat(event["created_at"]).timestamp()
+                    if created >= connected:
+                        self.delays.append(received - created)
+                    if event["type"] in END:
+                        return
+        except Exception as error:  # a lost watcher costs its figures, not the burst
+            self.error = f"{type(error).__name__}: {error}"
+
+
+# --- one burst -------------------------------------------------------------------
+
+
+@dataclass
+class Burst:
+    wall: float
+    rss: int
+    pss: int
+    processes: int
+    connections: int | None
+    active: int | None
+    delays: list[float] = field(default_factory=list)
+    watch_errors: int = 0
+    load: str = ""
+
+    def percentile(self, q: float) -> float | None:
+        if not self.delays:
+            return None
+        ordered = sorted(self.delays)
+        return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] * 1000
+
+
+def count_traces(stack: Stack, status: str) -> int:
+    code, body = stack.api("GET", f"/traces?status={status}&limit=1")
+    if code != 200:
+        raise RuntimeError(f"GET /traces answered {code}: {body}")
+    return int(body["count"])
+
+
+def start_run(stack: Stack, index: int) -> str:
+    # A name given up front: no naming call to the utility model.
+    body = {
+        "messages": [{"role": "user", "content": f"Write three files ({index})."}],
+        "name": f"run {index}",
+    }
+    code, answer = stack.api("POST", "/traces", body)
+    if code != 201:
+        raise RuntimeError(f"POST /traces answered {code}: {answer}")
+    return str(answer["trace_id"])
+
+
+def burst(stack: Stack, cluster: subprocess.Popen[bytes], count: int, watchers: int, timeout: float) -> Burst:
+    completed, failed = count_traces(stack, "completed"), count_traces(stack, "failed")
+    sampler = Sampler(cluster.pid, stack.pg.url if stack.pg else None)
+    sampler.start()
+    step = max(1, count // max(1, watchers))
+    watched = set(range(0, count, step)[:watchers])
+    started = time.perf_counter()
+    with ThreadPoolExecutor(min(count, 32)) as pool:
+        futures = [pool.submit(start_run, stack, index) for index in range(count)]
+        watching = []
+        for index, future in enumerate(futures):
+            if index in watched:
+                watching.append(Watcher(stack, future.result()))
+                watching[-1].start()
+        for future in futures:
+            future.result()
+    deadline = time.monotonic() + timeout
+    while count_traces(stack, "completed") < completed + count:
+        if count_traces(stack, "failed") > failed:
+            raise RuntimeError(
+                f"a run failed; qcluster log:\n{stack.log(f'qcluster-{len(stack.clusters) - 1}')}"
+            )
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the burst of {count} did not complete within {timeout:.0f} s")
+        time.sleep(0.2)
+    wall = time.perf_counter() - started
+    for watcher in watching:
+        watcher.join(timeout=30)
+    sampler.halt.set()
+    sampler.join()
+    return Burst(
+        wall=wall,
+        rss=sampler.rss,
+        pss=sampler.pss,
+        processes=sampler.processes,
+        connections=sampler.connections,
+        active=sampler.active,
+        delays=[delay for watcher in watching for delay in watcher.delays],
+        watch_errors=sum(1 for watcher in watching if watcher.error),
+        load=load_average(),
+    )
+
+
+def load_average() -> str:
+    with open("/proc/loadavg") as loadavg:
+        return " ".join(loadavg.read().split()[:3])
+
+
+# --- a stack, C after C -----------------------------------------------------------
+
+
+def wait_ready(cluster: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    """Until the cluster has forked its processes (guard, workers, monitor, pusher): at least
+    four in its group, unchanged for 1.5 s. Their first task is still cold."""
+    deadline = time.monotonic() + timeout
+    seen, since = 0, time.monotonic()
+    while time.monotonic() < deadline:
+        if cluster.poll() is not None:
+            raise RuntimeError(f"qcluster exited with code {cluster.returncode}")
+        count = group_memory(cluster.pid)[2]
+        if count != seen:
+            seen, since = count, time.monotonic()
+        elif count >= 4 and time.monotonic() - since >= 1.5:
+            return
+        time.sleep(0.25)
+    print(f"  (the cluster's processes did not settle within {timeout:.0f} s; starting anyway)", flush=True)
+
+
+@dataclass
+class Row:
+    stack: str
+    settings: str
+    count: int
+    cold: Burst | None
+    warm: Burst
+
+
+def measure(
+    kind: str, settings: str, env: dict[str, str], args: argparse.Namespace, model_url: str
+) -> list[Row]:
+    postgres = kind == "pg"
+    stack = Stack(model_url=model_url, redis=postgres, postgres=postgres, cluster=False, **env)
+    rows: list[Row] = []
+    try:
+        if "AGENT_WORKERS" not in env:
+            stack.env.pop("AGENT_WORKERS")  # Stack's test default (2); here the service's own
+        one: float | None = None
+        for count in args.concurrency:
+            cluster = stack.start_cluster()
+            wait_ready(cluster)
+            cold = (
+                None
+                if args.no_cold and count > 1
+                else burst(stack, cluster, count, args.watchers, args.timeout)
+            )
+            warm = burst(stack, cluster, count, args.watchers, args.timeout)
+            stack.kill_cluster(cluster)
+            one = one or warm.wall
+            rows.append(Row(kind, settings, count, cold, warm))
+            report(rows[-1], one)
+    finally:
+        stack.stop()
+    return rows
+
+
+def _gib(value: int) -> str:
+    return f"{value / 2**30:.2f}"
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}"
+
+
+def describe(name: str, result: Burst, one: float) -> str:
+    connections = "n/a" if result.connections is None else f"{result.connections} ({result.active} active)"
+    watched = f"{len(result.delays)} live events" + (
+        f", {result.watch_errors} watchers lost" if result.watch_errors else ""
+    )
+    return (
+        f"{name} {result.wall:6.2f} s = {result.wall / one:5.2f}x one run; RSS {_gib(result.rss)} GiB,"
+        f" PSS {_gib(result.pss)} GiB over {result.processes} processes; db connections {connections};"
+        f" events p50 {_ms(result.percentile(0.5))} ms p99 {_ms(result.percentile(0.99))} ms ({watched});"
+        f" load {result.load}"
+    )
+
+
+def report(row: Row, one: float) -> None:
+    print(f"  C={row.count}:", flush=True)
+    if row.cold is not None:
+        print("    " + describe("cold", row.cold, one), flush=True)
+    print("    " + describe("warm", row.warm, one), flush=True)
+
+
+def table(rows: list[Row], ones: dict[tuple[str, str], float]) -> None:
+    print(
+        "\n| stack | settings | C | cold s (x one) | warm s (x one) | peak RSS GiB | peak PSS GiB | processes"
+        " | db connections | events p50 / p99 ms (warm) | load after |"
+    )
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    for row in rows:
+        one = ones[(row.stack, row.settings)]
+        cold = "-" if row.cold is None else f"{row.cold.wall:.1f} ({row.cold.wall / one:.2f}x)"
+        bursts = [b for b in (row.cold, row.warm) if b is not None]
+        connections = "n/a" if row.warm.connections is None else str(max(b.connections or 0 for b in bursts))
+        print(
+            f"| {'SQLite' if row.stack == 'sqlite' else 'PostgreSQL + Redis'} | {row.settings} | {row.count}"
+            f" | {cold} | {row.warm.wall:.1f} ({row.warm.wall / one:.2f}x)"
+            f" | {_gib(max(b.rss for b in bursts))} | {_gib(max(b.pss for b in bursts))}"
+            f" | {max(b.processes for b in bursts)} | {connections}"
+            f" | {_ms(row.warm.percentile(0.5))} / {_ms(row.warm.percentile(0.99))} | {row.warm.load} |"
+        )
+
+
+def parse_env(text: str) -> dict[str, str]:
+    pairs = [item.split("=", 1) for item in shlex.split(text.replace(",", " "))]
+    if any(len(pair) != 2 for pair in pairs):
+        raise SystemExit(f"--tuned wants NAME=VALUE pairs, got {text!r}")
+    return dict(pairs)  # type: ignore[arg-type]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--concurrency", default="1,16,64", help="comma-separated C values (1 is always run first)"
+    )
+    parser.add_argument(
+        "--stacks", default="sqlite,pg", help="sqlite (embedded default), pg (PostgreSQL + Redis)"
+    )
+    parser.add_argument("--settings", default="default", help="default, tuned, or default,tuned")
+    parser.add_argument(
+        "--tuned",
+        default="AGENT_WORKERS=16",
+        help="env vars of the tuned settings, e.g. 'AGENT_WORKERS=2 AGENT_RUNS_PER_WORKER=128' (default %(default)s)",
+    )
+    parser.add_argument("--delay", type=float, default=2.0, help="seconds per model call (default 2)")
+    parser.add_argument("--watchers", type=int, default=16, help="runs per burst watched over a WebSocket")
+    parser.add_argument("--no-cold", action="store_true", help="skip the cold burst for C > 1")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds a burst may take")
+    parser.add_argument("--quick", action="store_true", help="smoke check: C=1,4, 4 watchers")
+    args = parser.parse_args()
+    if args.quick:
+        args.concurrency, args.watchers = "1,4", 4
+    args.concurrency = sorted({1, *(int(c) for c in args.concurrency.split(","))})
+    # A background job ignores SIGINT: let `kill` end it through the `finally`s that stop the stack.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    model, model_url = start_model(args.delay)
+    print(
+        f"# density, {datetime.now().astimezone():%Y-%m-%d %H:%M %Z}, commit {_commit()}; {_machine()}\n"
+        f"# workload: {MODEL_CALLS} model calls of {args.delay:g} s with a write tool call between;"
+        f" tuned = {args.tuned}\n# uptime: {_uptime()}",
+        flush=True,
+    )
+    rows: list[Row] = []
+    ones: dict[tuple[str, str], float] = {}
+    try:
+        for settings in args.settings.split(","):
+            env = parse_env(args.tuned) if settings == "tuned" else {}
+            for kind in args.stacks.split(","):
+                label = "SQLite, ORM broker, no Redis" if kind == "sqlite" else "PostgreSQL + Redis"
+                print(f"== {label}, {settings} settings {env or ''}", flush=True)
+                measured = measure(kind, settings, env, args, model_url)
+                ones[(kind, settings)] = measured[0].warm.wall
+                rows.extend(measured)
+    finally:
+        model.kill()
+        if rows:
+            table(rows, ones)
+        print(f"\n# uptime after: {_uptime()}", flush=True)
+
+
+def _commit() -> str:
+    if not (ROOT / ".git").exists():
+        return f"unknown ({ROOT} is not a git checkout)"
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    dirty = subprocess.run(
+        ["git", "diff", "--quiet", "HEAD", "--", "traces", "agentsite"], cwd=ROOT
+    ).returncode
+    return head.stdout.strip() + (" + local changes" if dirty else "")
+
+
+def _uptime() -> str:
+    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+
+
+def _machine() -> str:
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return f"{os.cpu_count()} CPUs, {memory:.0f} GiB, Python {platform.python_version()}"
+
+
+if __name__ == "__main__":
+    main()
