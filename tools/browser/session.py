@@ -10,7 +10,8 @@ Chromium runs headless under bubblewrap (`chromium-sandboxed.sh`; `chromium.sh`
 with AGENT_SANDBOX=off), through setpriv --pdeathsig KILL: it dies with Playwright's
 driver, which exits when this process's pipe to it closes. Its environment is
 scrubbed (no secrets of the server), and every request a page makes, websockets
-included, passes `tools.netguard` first.
+included, passes `tools.netguard` first. A download is watched while it comes in and
+cancelled once its file passes AGENT_BROWSER_DOWNLOAD_MAX_BYTES.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from urllib.parse import urlsplit
 import httpx
 from django.conf import settings
 
-from tools.browser import pause
+from tools.browser import downloads, pause
 from tools.browser.proxy import GuardedProxy
 from tools.netguard import blocked_reason, resolve_host
 from traces.runner.tool_api import ToolError
@@ -44,7 +45,6 @@ SANDBOXED_WRAPPER = HERE / "chromium-sandboxed.sh"  # bubblewrap, see the script
 MARKER_SWITCH = "--agentsite-browser"  # an unknown switch Chromium ignores: finds our processes in /proc
 POLL_SECONDS = 0.2
 NO_NETWORK_SCHEMES = frozenset({"data", "blob", "about"})
-DOWNLOADS_DIR = "downloads"
 
 
 class BrowserEnded(ToolError):
@@ -68,8 +68,9 @@ class BrowserSession:
         self._context: Any = None
         self._playwright: Any = None
         self._proxy: GuardedProxy | None = None
+        self.partials: set[Path] = set()  # in-progress download files a watcher has claimed (`downloads.py`)
         self._pending: set[asyncio.Task[None]] = set()
-        self._scratch = Path(tempfile.mkdtemp(prefix="agentsite-browser-"))
+        self.scratch = Path(tempfile.mkdtemp(prefix="agentsite-browser-"))
         self._closed = False
         self._lock = threading.Lock()
         self._loop = asyncio.new_event_loop()
@@ -139,7 +140,7 @@ class BrowserSession:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=2)
         kill_marked(self.marker)
-        shutil.rmtree(self._scratch, ignore_errors=True)
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
     # --- on the loop ---------------------------------------------------------------
 
@@ -167,7 +168,7 @@ class BrowserSession:
             headless=True,
             args=args,
             env=self._environment(),
-            downloads_path=str(self._scratch / "downloads"),
+            downloads_path=str(self.scratch / "downloads"),
             proxy={"server": proxy_url},  # every connection to a host name goes to a checked address
             handle_sigint=False,
             handle_sigterm=False,
@@ -192,14 +193,14 @@ class BrowserSession:
             self.page = await context.new_page()
 
     def _environment(self) -> dict[str, str]:
-        home = self._scratch / "home"
+        home = self.scratch / "home"
         home.mkdir(exist_ok=True)
         return {
             "PATH": "/usr/bin:/bin",
             "HOME": str(home),
             "LANG": "C.UTF-8",
             "AGENT_BROWSER_CHROMIUM": settings.AGENT_BROWSER_CHROMIUM,
-            "AGENT_BROWSER_SCRATCH": str(self._scratch),
+            "AGENT_BROWSER_SCRATCH": str(self.scratch),
         }
 
     async def _shutdown(self) -> None:
@@ -256,7 +257,7 @@ class BrowserSession:
             self.refused.append(f"a new tab: at most {settings.AGENT_BROWSER_MAX_PAGES} pages are open")
             self._track(page.close())
             return
-        page.on("download", lambda download: self._track(self._save_download(download)))
+        page.on("download", lambda download: self._track(downloads.save(self, download)))
         self.page = page  # a popup the page opened becomes the current page
 
     def _track(self, coro: Coroutine[Any, Any, None]) -> None:
@@ -273,24 +274,6 @@ class BrowserSession:
             pass
         if self._pending:
             await asyncio.wait(set(self._pending), timeout=timeout)
-
-    async def _save_download(self, download: Any) -> None:
-        name = Path(download.suggested_filename or "download").name.lstrip(".") or "download"
-        source = await download.path()
-        size = source.stat().st_size if source is not None else 0
-        limit = settings.AGENT_BROWSER_DOWNLOAD_MAX_BYTES
-        if source is None or size > limit or not self.writable:
-            why = "it failed" if source is None else f"{size} bytes is over {limit}"
-            self.refused.append(
-                f"download {name}: not kept ({why if self.writable else 'read-only workspace'})"
-            )
-            await download.delete()
-            return
-        target = self.workspace / DOWNLOADS_DIR / name
-        target.parent.mkdir(exist_ok=True)
-        await download.save_as(target)
-        await download.delete()
-        self.downloads.append(f"{DOWNLOADS_DIR}/{name} ({size} bytes)")
 
 
 def kill_marked(marker: str) -> int:
