@@ -267,6 +267,11 @@ AGENT_BROWSER_CALL_TIMEOUT = env_float("AGENT_BROWSER_CALL_TIMEOUT", 60.0, minim
 AGENT_BROWSER_MAX_PAGES = env_int("AGENT_BROWSER_MAX_PAGES", 5, minimum=1)
 AGENT_BROWSER_TEXT_LIMIT = env_int("AGENT_BROWSER_TEXT_LIMIT", 8000, minimum=500)
 AGENT_BROWSER_DOWNLOAD_MAX_BYTES = env_int("AGENT_BROWSER_DOWNLOAD_MAX_BYTES", 20 * 1024 * 1024, minimum=1024)
+# Chromium's memory (MB) and tasks (processes and threads) per browser session, held by a
+# cgroup where the server runs as root with a memory controller (tools/browser/cgroup.py);
+# elsewhere the memory is not bounded and the system check says so.
+AGENT_BROWSER_MEMORY_MB = env_int("AGENT_BROWSER_MEMORY_MB", 1024, minimum=128)
+AGENT_BROWSER_MAX_TASKS = env_int("AGENT_BROWSER_MAX_TASKS", 1024, minimum=64)
 # A paused run's browser (cookies, pages, typed form values) until its next run segment
 # (tools/browser/pause.py): private 0600 files, outside every workspace, shared by the
 # web and worker processes like the workspaces.

@@ -8,6 +8,7 @@ from django.conf import settings
 from django.core import checks
 
 from tools import browser, sandbox
+from tools.browser import cgroup as browser_cgroup
 
 UNSAFE_HINT = (
     "Commands the model writes, and everything it read, are untrusted. Install bubblewrap "
@@ -57,6 +58,16 @@ def browser_status(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                 f"The browser tools (browser_open, browser_act, ...) are disabled: {reason}.",
                 hint="Install Debian's chromium (scripts/install_system_packages.sh) or set AGENT_BROWSER_CHROMIUM.",
                 id="tools.W004",
+            )
+        ]
+    if browser_cgroup.memory_limit() is None:
+        return [
+            checks.Warning(
+                "No memory cgroup can be made for the browser, so Chromium's memory is not bounded "
+                "(AGENT_BROWSER_MEMORY_MB does not apply; a page can use the machine's memory).",
+                hint="Run the service as root with a writable memory cgroup hierarchy (v1 memory, or v2 "
+                "with memory delegated to the server's cgroup).",
+                id="tools.W005",
             )
         ]
     return []

@@ -1,22 +1,37 @@
-"""The browser's download size limit, against a real Chromium."""
+"""The browser's memory cgroup and its download size limit, against a real Chromium."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.tools.test_browser import allow_private, call, ctx, pytestmark  # noqa: F401  (fixtures, skip)
 from tools import browser as browsers
+from tools.browser import cgroup
+from tools.browser.session import BrowserSession
 from traces.runner.tool_api import ToolContext
 
 BIG_BYTES = 50 * 1024 * 1024
 CHUNK = 64 * 1024
+HOG = b"""<html><head><title>hog</title></head><body><script>
+const keep = [];
+for (let i = 0; i < 400; i++) { const a = new Uint8Array(16 * 1024 * 1024); a.fill(i % 250 + 1); keep.push(a); }
+document.title = 'survived';
+</script></body></html>"""
 BIG_PAGE = b'<html><body><a href="/big">Get the archive</a></body></html>'
+
+needs_cgroup = pytest.mark.skipif(
+    os.geteuid() != 0 or cgroup.memory_limit() is None,
+    reason="the browser's memory cgroup needs root and a writable memory cgroup hierarchy "
+    "(v1 memory, or v2 with memory delegated); the browser runs unbounded here",
+)
 
 
 class LimitSite(BaseHTTPRequestHandler):
@@ -30,7 +45,9 @@ class LimitSite(BaseHTTPRequestHandler):
         if self.path == "/big":
             self._stream()
             return
-        body = {"/big-page": BIG_PAGE}.get(self.path, b"<html><title>light</title><p>ok</p></html>")
+        body = {"/hog": HOG, "/big-page": BIG_PAGE}.get(
+            self.path, b"<html><title>light</title><p>ok</p></html>"
+        )
         self.send_response(200)
         self.send_header("Content-Type", "text/html")
         self.send_header("Content-Length", str(len(body)))
@@ -67,6 +84,78 @@ def limit_site() -> Iterator[Any]:
     httpd.server_close()
 
 
+async def _noop() -> None:
+    return None
+
+
+def _cgroup_of(pid: int, controller: str) -> str:
+    """The cgroup path of `pid` in the hierarchy of `controller` ("" for v2), as /proc shows it."""
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        _id, controllers, path = line.split(":", 2)
+        if controller in controllers.split(",") or (controller == "" and controllers == ""):
+            return path
+    raise AssertionError(f"pid {pid} has no {controller or 'v2'} cgroup")
+
+
+@needs_cgroup
+def test_chromium_runs_in_a_session_cgroup_with_the_memory_limit_removed_on_close(
+    tmp_path: Path, settings: Any
+) -> None:
+    settings.AGENT_BROWSER_MEMORY_MB = 768
+    session = BrowserSession("cgroup-test", tmp_path)
+    try:
+        session.call(_noop, timeout=30)
+        assert session._cgroup is not None
+        memory_dir = session._cgroup.memory_file.parent
+        controller = "" if session._cgroup.memory_file.name == "memory.max" else "memory"
+        pids = _marked(session.marker)
+        assert pids, "no Chromium process found"
+        for pid in pids:
+            assert str(memory_dir).endswith(_cgroup_of(pid, controller)), pid
+        assert int(session._cgroup.memory_file.read_text()) == 768 * 1024 * 1024
+        assert [int(pid) for pid in (memory_dir / "cgroup.procs").read_text().split()] != []
+        paths = list(session._cgroup.paths)
+        assert any((path / "pids.max").exists() for path in paths)
+    finally:
+        session.close()
+
+    assert [path for path in paths if path.exists()] == []
+
+
+def _marked(marker: str) -> list[int]:
+    from tools.browser.session import MARKER_SWITCH
+
+    needle = f"{MARKER_SWITCH}={marker}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and needle in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+@needs_cgroup
+@pytest.mark.usefixtures("allow_private")
+def test_a_page_allocating_past_the_memory_limit_crashes_with_a_clear_error(
+    ctx: ToolContext,  # noqa: F811
+    limit_site: Any,
+    settings: Any,
+) -> None:
+    settings.AGENT_BROWSER_MEMORY_MB = 256
+    started = time.monotonic()
+
+    result = call(ctx, "browser_open", url=f"{limit_site.url}/hog")
+
+    assert time.monotonic() - started < 20
+    assert result.is_error, result.output
+    assert "the page crashed" in result.output and "too much memory" in result.output
+    assert "256 MB" in result.output
+    again = call(ctx, "browser_open", url=f"{limit_site.url}/light")
+    assert not again.is_error and "Title: light" in again.output
+
+
 @pytest.mark.usefixtures("allow_private")
 def test_a_download_passing_the_limit_is_cancelled_while_it_comes_in(
     ctx: ToolContext,  # noqa: F811
@@ -85,3 +174,21 @@ def test_a_download_passing_the_limit_is_cancelled_while_it_comes_in(
     assert not (ctx.workspace / "downloads").exists() or list((ctx.workspace / "downloads").iterdir()) == []
     scratch = browsers.session_for(ctx).scratch / "downloads"
     assert list(scratch.glob("*")) == []
+
+
+@pytest.mark.usefixtures("allow_private")
+def test_without_a_memory_cgroup_the_browser_works_unbounded_and_a_check_says_so(
+    ctx: ToolContext,  # noqa: F811
+    limit_site: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tools.checks import browser_status
+
+    monkeypatch.setattr(cgroup, "cgroup_bases", lambda: ())  # as on a server that is not root
+
+    result = call(ctx, "browser_open", url=f"{limit_site.url}/light")
+
+    assert not result.is_error and "Title: light" in result.output
+    assert browsers.session_for(ctx)._cgroup is None
+    (warning,) = browser_status()
+    assert warning.id == "tools.W005" and "memory is not bounded" in warning.msg

@@ -62,7 +62,7 @@ async def navigate(session: BrowserSession, url: str) -> PageState:
         await session.page.goto(url, wait_until="domcontentloaded")
     except Exception as exc:
         if "net::ERR_ABORTED" not in str(exc):  # a download answers a navigation this way
-            raise ToolError(f"Could not open {url}: {_first_line(exc)}") from None
+            raise ToolError(f"Could not open {url}: {_failure(session, exc)}") from None
     await session.settle(1.0)
     return await page_state(session)
 
@@ -113,7 +113,7 @@ async def act(
         else:
             await getattr(target, action)()
     except Exception as exc:
-        raise ToolError(f"{action} on {described} failed: {_first_line(exc)}") from None
+        raise ToolError(f"{action} on {described} failed: {_failure(session, exc)}") from None
     await session.settle(settings.AGENT_BROWSER_ACTION_TIMEOUT)
     state = await page_state(session, element=described)
     if note:
@@ -145,3 +145,12 @@ async def screenshot(session: BrowserSession, full_page: bool) -> tuple[bytes, P
 
 def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+
+
+def _failure(session: BrowserSession, exc: BaseException) -> str:
+    """Why an action failed: the page's crash in words (`BrowserSession._on_crash`), else the error."""
+    if "crashed" in str(exc):
+        note = session.crash_note()
+        if note:
+            return note
+    return _first_line(exc)

@@ -6,6 +6,15 @@
 # /tmp, PID, IPC and UTS namespace: no server files, no database, no secrets. It
 # shares the network (pages are fetched), which the route guard polices. It dies
 # with Playwright's driver (setpriv --pdeathsig) and bwrap with it (--die-with-parent).
+# As root, the session's cgroups (tools/browser/cgroup.py) take this process before
+# it execs, so every Chromium process is counted against their memory and task limits.
+if [ -n "$AGENT_BROWSER_CGROUPS" ]; then
+    old_ifs=$IFS; IFS=:
+    for cgroup in $AGENT_BROWSER_CGROUPS; do
+        echo $$ > "$cgroup/cgroup.procs" || { echo "$0: cannot join the cgroup $cgroup" >&2; exit 3; }
+    done
+    IFS=$old_ifs; unset AGENT_BROWSER_CGROUPS old_ifs cgroup
+fi
 profile=""
 for arg in "$@"; do
     case "$arg" in --user-data-dir=*) profile="${arg#--user-data-dir=}" ;; esac

@@ -8,7 +8,9 @@ any thread closes the browser, which makes an in-flight navigation fail at once.
 
 Chromium runs headless under bubblewrap (`chromium-sandboxed.sh`; `chromium.sh`
 with AGENT_SANDBOX=off), through setpriv --pdeathsig KILL: it dies with Playwright's
-driver, which exits when this process's pipe to it closes. Its environment is
+driver, which exits when this process's pipe to it closes. As root it runs in a
+cgroup of the session's own (`cgroup.py`: memory and task limits), removed on close;
+a renderer the limit kills shows as a crashed page. Its environment is
 scrubbed (no secrets of the server), and every request a page makes, websockets
 included, passes `tools.netguard` first. A download is watched while it comes in and
 cancelled once its file passes AGENT_BROWSER_DOWNLOAD_MAX_BYTES.
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import os
 import secrets
 import shutil
@@ -34,6 +37,7 @@ import httpx
 from django.conf import settings
 
 from tools.browser import downloads, pause
+from tools.browser.cgroup import BrowserCgroup
 from tools.browser.proxy import GuardedProxy
 from tools.netguard import blocked_reason, resolve_host
 from traces.runner.tool_api import ToolError
@@ -45,6 +49,7 @@ SANDBOXED_WRAPPER = HERE / "chromium-sandboxed.sh"  # bubblewrap, see the script
 MARKER_SWITCH = "--agentsite-browser"  # an unknown switch Chromium ignores: finds our processes in /proc
 POLL_SECONDS = 0.2
 NO_NETWORK_SCHEMES = frozenset({"data", "blob", "about"})
+CRASHED = "the page crashed:"  # starts the note `_on_crash` leaves
 
 
 class BrowserEnded(ToolError):
@@ -68,6 +73,8 @@ class BrowserSession:
         self._context: Any = None
         self._playwright: Any = None
         self._proxy: GuardedProxy | None = None
+        self._cgroup: BrowserCgroup | None = None
+        self._replacing: asyncio.Task[None] | None = None  # a new page for one that crashed
         self.partials: set[Path] = set()  # in-progress download files a watcher has claimed (`downloads.py`)
         self._pending: set[asyncio.Task[None]] = set()
         self.scratch = Path(tempfile.mkdtemp(prefix="agentsite-browser-"))
@@ -140,6 +147,8 @@ class BrowserSession:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=2)
         kill_marked(self.marker)
+        if self._cgroup is not None:
+            self._cgroup.remove()
         shutil.rmtree(self.scratch, ignore_errors=True)
 
     # --- on the loop ---------------------------------------------------------------
@@ -147,11 +156,16 @@ class BrowserSession:
     async def _started(self, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
         if self._browser is None:
             await self._launch()
+        if self._replacing is not None:
+            with contextlib.suppress(Exception):
+                await self._replacing
+            self._replacing = None
         return await make()
 
     async def _launch(self) -> None:
         from playwright.async_api import async_playwright
 
+        self._cgroup = BrowserCgroup.create() if os.geteuid() == 0 else None
         self._proxy = GuardedProxy(self.check, refused=self.refused)
         proxy_url = await self._proxy.start()
         self._playwright = await async_playwright().start()
@@ -201,7 +215,7 @@ class BrowserSession:
             "LANG": "C.UTF-8",
             "AGENT_BROWSER_CHROMIUM": settings.AGENT_BROWSER_CHROMIUM,
             "AGENT_BROWSER_SCRATCH": str(self.scratch),
-        }
+        } | (self._cgroup.environment() if self._cgroup is not None else {})
 
     async def _shutdown(self) -> None:
         for task in asyncio.all_tasks(self._loop):
@@ -258,7 +272,30 @@ class BrowserSession:
             self._track(page.close())
             return
         page.on("download", lambda download: self._track(downloads.save(self, download)))
+        page.on("crash", self._on_crash)
         self.page = page  # a popup the page opened becomes the current page
+
+    def _on_crash(self, page: Any) -> None:
+        bound = f" (the browser may use {settings.AGENT_BROWSER_MEMORY_MB} MB)" if self._cgroup else ""
+        self.notes.append(
+            f"{CRASHED} {page.url[:200]}: its renderer was killed, most likely for using too much "
+            f"memory{bound}; a blank page replaces it"
+        )
+        if page is self.page:
+            self._replacing = self._loop.create_task(self._replace_crashed(page))
+
+    async def _replace_crashed(self, page: Any) -> None:
+        await self._context.new_page()  # becomes the current page (`_on_page`)
+        with contextlib.suppress(Exception):
+            await page.close()
+
+    def crash_note(self) -> str | None:
+        """Take the note of a page that crashed since the last result, if any."""
+        for note in self.notes:
+            if note.startswith(CRASHED):
+                self.notes.remove(note)
+                return note
+        return None
 
     def _track(self, coro: Coroutine[Any, Any, None]) -> None:
         task = self._loop.create_task(coro)

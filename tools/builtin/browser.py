@@ -48,7 +48,9 @@ def browser_open(ctx: ToolContext, url: str) -> ToolResult:
     The state is the page's URL, title and accessibility tree (roles and names of
     its headings, links, buttons, fields and text), cut to a limit. The browser
     keeps cookies and the open page across calls of this run. Only public internet
-    addresses can be reached; localhost and private networks are refused.
+    addresses can be reached; localhost and private networks are refused. Where the
+    server bounds the browser's memory, a page that uses more crashes and the result
+    says so.
 
     Args:
         url: The full address, starting with http:// or https://.

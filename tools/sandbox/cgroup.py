@@ -34,7 +34,7 @@ def pids_cgroup_root() -> Path | None:
             base.mkdir(exist_ok=True)
             if kind == "cgroup2":
                 (base / "cgroup.subtree_control").write_text("+pids")
-            _remove_stale(base)
+            remove_stale(base)
             return base
         except OSError as exc:
             logger.info("no pids cgroup under %s: %s", mount_point, exc)
@@ -62,7 +62,7 @@ def _cgroup_mounts() -> list[tuple[Path, str]]:
     return found
 
 
-def _remove_stale(base: Path) -> None:
+def remove_stale(base: Path) -> None:
     """Remove the cgroups left by workers that died (named `<worker pid>-<id>`; a busy one stays)."""
     for child in base.iterdir():
         owner = child.name.split("-", 1)[0]
@@ -99,19 +99,24 @@ class CallCgroup:
             raise ToolError(f"Could not put the sandbox in its process cgroup {self.path}: {exc}.") from exc
 
     def remove(self) -> None:
-        for _ in range(500):
+        remove_cgroup(self.path)
+
+
+def remove_cgroup(path: Path) -> None:
+    """SIGKILL every process in the cgroup at `path` and remove it (gone already is fine)."""
+    for _ in range(500):
+        try:
+            pids = [int(p) for p in (path / "cgroup.procs").read_text().split()]
+        except OSError:
+            return
+        for pid in pids:
             try:
-                pids = [int(p) for p in (self.path / "cgroup.procs").read_text().split()]
-            except OSError:
-                return
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            try:
-                self.path.rmdir()
-                return
-            except OSError:
-                time.sleep(0.002)  # the killed are still exiting
-        logger.warning("could not remove the sandbox cgroup %s", self.path)
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            path.rmdir()
+            return
+        except OSError:
+            time.sleep(0.002)  # the killed are still exiting
+    logger.warning("could not remove the cgroup %s", path)
