@@ -95,6 +95,17 @@ def _database() -> Mapping[str, Any]:
 
         db = dj_database_url.parse(url, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60))
         db["CONN_HEALTH_CHECKS"] = True
+        pool_size = env_int("AGENT_DB_POOL_SIZE", 8, minimum=0)
+        if pool_size and db["ENGINE"] == "django.db.backends.postgresql":
+            # One bounded pool per process (psycopg_pool): a worker's run threads
+            # share it and give their connection back while they wait
+            # (traces/runner/connections.py). A pool replaces persistent connections.
+            db["CONN_MAX_AGE"] = 0
+            db.setdefault("OPTIONS", {})["pool"] = {
+                "min_size": 0,
+                "max_size": pool_size,
+                "timeout": env_float("AGENT_DB_POOL_TIMEOUT", 30.0, minimum=1.0),
+            }
         return db
     return {
         "ENGINE": "django.db.backends.sqlite3",
@@ -418,9 +429,15 @@ _task_timeout = env_int("AGENT_TASK_TIMEOUT", 3600, minimum=10)
 _task_retry = env_int("AGENT_TASK_RETRY", 3700, minimum=20)
 if _task_timeout >= _task_retry:
     raise ImproperlyConfigured("AGENT_TASK_TIMEOUT must be below AGENT_TASK_RETRY")
+# Runs one worker process holds at once, each in its own thread (traces/runhost.py):
+# a run mostly waits on the model, so a few processes hold hundreds of runs.
+AGENT_RUNS_PER_WORKER = env_int("AGENT_RUNS_PER_WORKER", 32, minimum=1)
 Q_CLUSTER: dict[str, Any] = {
     "name": "agentsite",
     "workers": env_int("AGENT_WORKERS", 4, minimum=1),
+    # A task only hands its run over, so a worker sees many; a recycling worker
+    # lets its runs finish first, holding no new ones meanwhile.
+    "recycle": env_int("AGENT_WORKER_RECYCLE", 10_000, minimum=1),
     "timeout": _task_timeout,
     "retry": _task_retry,
     "max_attempts": 3,

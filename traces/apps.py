@@ -24,9 +24,12 @@ class TracesConfig(AppConfig):
 
         post_spawn.connect(on_worker_start, dispatch_uid="traces.sweep_at_worker_start")
         if sys.argv[1:2] == ["qcluster"]:
-            # django-q2 forks its workers from this process: load litellm (~5 s of
-            # imports) once here, shared, not in every worker on its first run.
-            import litellm  # noqa: F401
+            # django-q2 forks its workers from this process: load what every run's
+            # first model call needs (litellm, its providers, the OpenAI SDK:
+            # seconds of imports) once here, shared, not in every worker's first run.
+            from traces.runhost import preload
+
+            preload()
 
     def _extend_runs(self) -> None:
         """Collaboration and notifications plug into every run (the runner imports neither)."""

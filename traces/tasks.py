@@ -9,50 +9,48 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from django.utils import timezone
+from django.conf import settings
 
-from traces.models import Trace, TraceStatus
-from traces.runner import AgentRunner, LeaseLost, RunConfig, RunConflict, RunError
+from traces.runhost import FULL, reservation_touch, run_host, run_in_this_thread
+from traces.runner import RunConfig
+from traces.services.runs import RUN_TASK
 from traces.services.sweep import runs_sweep_stale
 
 logger = logging.getLogger(__name__)
 
 
-def run_trace(
-    trace_id: str, messages: list[dict[str, Any]], config_dict: dict[str, Any]
-) -> dict[str, Any] | None:
-    """Run the reserved trace `trace_id` to its end; returns the run's result.
+def run_trace(trace_id: str, messages: list[dict[str, Any]], config_dict: dict[str, Any]) -> str:
+    """Hand the reserved trace `trace_id` to this process's run host; returns what came of it.
 
-    A duplicate delivery, or one whose reservation was stopped before it started,
-    finds the reservation gone (RunConflict) and does nothing. A run refused at
-    preparation (the request was valid when queued but no longer is) gives the
-    reservation back with the reason, so the trace does not stay 'running'.
+    Returns once the run has claimed its trace (it goes on in its own thread,
+    traces/runhost.py) or ended at once (a duplicate delivery does nothing, a
+    refused run gives its reservation back). While the process is full it waits
+    for a slot, so the worker takes no further task; after half the task timeout
+    it queues the run again instead of letting django-q2 kill a busy worker.
+    django-q2's sync mode (tests, `Q_CLUSTER["sync"]`) runs the whole run here.
     """
+    from django_q.conf import Conf
+
     config = RunConfig(**config_dict)
-    try:
-        result = AgentRunner().run_result(messages, config)
-    except (RunConflict, LeaseLost) as exc:
-        logger.info("run of trace %s skipped (duplicate or superseded delivery): %s", trace_id, exc)
-        return None
-    except RunError as exc:
-        logger.warning("run of trace %s refused: %s", trace_id, exc)
-        _give_back_reservation(trace_id, config, str(exc))
-        return None
-    return result.as_dict()
+    if Conf.SYNC:
+        return run_in_this_thread(trace_id, messages, config)
+    outcome = run_host().start(trace_id, messages, config, wait=settings.Q_CLUSTER["timeout"] / 2)
+    if outcome == FULL:
+        outcome = _queue_again(trace_id, messages, config_dict, config)
+    return outcome
 
 
-def _give_back_reservation(trace_id: str, config: RunConfig, reason: str) -> None:
-    """End a reservation no worker claimed: back to its old status, or failed with the reason."""
-    if config.reserved_token is None:
-        return
-    Trace.objects.filter(
-        pk=trace_id, status=TraceStatus.RUNNING, heartbeat_at__isnull=True, run_token=config.reserved_token
-    ).update(
-        status=config.reserved_from or TraceStatus.FAILED,
-        error_message=None if config.reserved_from else reason[:2000],
-        completed_at=timezone.now(),
-        updated_at=timezone.now(),
-    )
+def _queue_again(
+    trace_id: str, messages: list[dict[str, Any]], config_dict: dict[str, Any], config: RunConfig
+) -> str:
+    """The process stayed full: back to the broker, the reservation marked as still queued."""
+    from django_q.tasks import async_task
+
+    if not reservation_touch(trace_id=trace_id, config=config):
+        return "skipped"  # stopped or claimed meanwhile: nothing to queue
+    async_task(RUN_TASK, trace_id, messages, config_dict, task_name=f"run {trace_id}")
+    logger.info("run of trace %s queued again: this worker stayed full", trace_id)
+    return "requeued"
 
 
 SWEEP_TASK = "traces.tasks.sweep_stale_runs"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ class RunnerBase:
     context_hooks: list[ContextHook]
     hooks: LifecycleHooks
     worker_id: str
-    _pool: ThreadPoolExecutor
+    _pool: Executor
 
     if TYPE_CHECKING:
 

@@ -66,6 +66,7 @@ class AgentRunner(RunSetup, ModelCalls, ContextManagement, ToolCalls, Strategies
         context_hooks: list[ContextHook] | None = None,
         hooks: LifecycleHooks | None = None,
         worker_id: str | None = None,
+        model_pool: concurrent.futures.Executor | None = None,
     ) -> None:
         self.llm_call = llm_call or LLMClient()
         self.utility_llm_call = utility_llm_call or LLMClient(retries=0, timeout=15)
@@ -74,7 +75,12 @@ class AgentRunner(RunSetup, ModelCalls, ContextManagement, ToolCalls, Strategies
         self.hooks = hooks if hooks is not None else hooks_from_settings()
         self.worker_id = worker_id or worker_identity()
         self._stops: dict[str, threading.Event] = {}
-        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="llm")
+        # A run host shares one model-call pool among its runs (traces/runhost.py);
+        # a runner on its own makes and owns one.
+        self._owns_pool = model_pool is None
+        self._pool = model_pool or concurrent.futures.ThreadPoolExecutor(
+            max_workers=8, thread_name_prefix="llm"
+        )
         # Per thread: runs on one runner in several threads (explore children) each
         # see their own run's figures.
         self._local = threading.local()
@@ -145,8 +151,9 @@ class AgentRunner(RunSetup, ModelCalls, ContextManagement, ToolCalls, Strategies
         )
 
     def close(self) -> None:
-        """Let the model-call threads go (runners made for one sub-run)."""
-        self._pool.shutdown(wait=False)
+        """Let the model-call threads go (runners made for one sub-run); a shared pool stays."""
+        if self._owns_pool:
+            self._pool.shutdown(wait=False)
 
     def stop(self, trace_id: str) -> bool:
         """R5: ask the run of `trace_id` to stop at its next checkpoint.

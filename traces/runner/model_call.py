@@ -13,6 +13,7 @@ from traces.guards.normalize import ModelTimeout, TokenWatch, normalize_response
 from traces.llm import LLMResponse
 from traces.models import Message
 from traces.runner.base import RunnerBase
+from traces.runner.connections import connection_release
 from traces.runner.extensions import extensions
 from traces.runner.history import describe_assistant, new_message
 from traces.runner.state import RunState
@@ -54,6 +55,7 @@ class ModelCalls(RunnerBase):
         next_pulse = settings.AGENT_TIMEOUT_FIRST_FEEDBACK
         try:
             while True:
+                connection_release()  # the wait needs no connection: 256 runs never hold 256
                 try:
                     response = future.result(timeout=settings.AGENT_STOP_POLL_SECONDS)
                     break

@@ -27,6 +27,7 @@ from traces import events as event_bus
 from traces.goal_tree import GoalTree
 from traces.models import Goal, Message, Trace, TraceEvent, TraceStatus
 from traces.runner.config import LeaseLost, RunConflict, TraceNotFound
+from traces.runner.connections import connection_release
 from traces.runner.fenced import fenced_write
 from traces.storable import without_nul
 
@@ -291,6 +292,7 @@ class RunStore:
         """
         beats = _heartbeats()
         beats.add(self)
+        connection_release()  # the heartbeat thread beats for us meanwhile
         try:
             yield
         finally:

@@ -1,0 +1,252 @@
+"""The run host: many runs per worker process, each in its own thread (issue 18, W1, W5).
+
+A run spends nearly all its time waiting on the model or a tool, so one django-q2
+worker process holds up to AGENT_RUNS_PER_WORKER of them. The task
+(traces/tasks.py:run_trace) hands its run to `RunHost.start`, which
+
+- takes a slot, blocking while the process is full: the django-q2 worker then
+  takes no further task, so further runs stay queued in the broker (not lost,
+  not failed) until a slot frees;
+- starts the run in a thread of its own and returns once the run has claimed
+  its trace (the lease, traces/runner/store.py:trace_claim), or ended at once
+  (a duplicate delivery, a refused run). The task is acknowledged then: from the
+  claim on the lease and the sweep guard the run, as they did when one process
+  held one run (a killed process's runs lapse and are resumed, W5).
+
+Runs share one model-call pool per process and, on PostgreSQL, a bounded
+connection pool (traces/runner/connections.py). Run threads are not daemons: a
+worker that recycles or stops lets its runs finish before the process exits.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import os
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from django.conf import settings
+from django.db import connections
+from django.utils import timezone
+
+from traces.models import Trace, TraceStatus
+from traces.runner import AgentRunner, LeaseLost, RunConfig, RunConflict, RunError
+
+logger = logging.getLogger(__name__)
+
+# What came of handing a run over (RunHost.start).
+CLAIMED = "claimed"  # the run holds the trace's lease and goes on in its thread
+SKIPPED = "skipped"  # a duplicate or superseded delivery: nothing to do
+REFUSED = "refused"  # no longer valid: the reservation was given back
+CRASHED = "crashed"  # an error before the claim (logged)
+FULL = "full"  # no slot freed within the wait
+
+
+class RunHost:
+    """Up to `capacity` runs of this process, each in its own thread."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.pid = os.getpid()
+        self._slots = threading.BoundedSemaphore(capacity)
+        self._lock = threading.Lock()
+        self._running: dict[str, str] = {}  # thread name -> trace id
+        # One model call in flight per run, plus room for calls a stop abandoned
+        # (they end when their HTTP request does); threads start only as needed.
+        self.model_pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=2 * capacity, thread_name_prefix="llm"
+        )
+
+    @property
+    def running(self) -> list[str]:
+        """Trace ids of the runs this host holds now."""
+        with self._lock:
+            return list(self._running.values())
+
+    def start(
+        self,
+        trace_id: str,
+        messages: list[dict[str, Any]],
+        config: RunConfig,
+        *,
+        wait: float | None = None,
+    ) -> str:
+        """Run `trace_id` in a thread once a slot is free; returns when it claimed the trace or ended.
+
+        Blocks while the process is full, at most `wait` seconds (None: as long as
+        it takes); FULL when no slot freed in time (the caller queues the run again).
+        """
+        if not self._slots.acquire(timeout=wait):
+            return FULL
+        handed = _Handoff()
+        thread = threading.Thread(
+            target=self._run, args=(trace_id, messages, config, handed), name=f"run {trace_id}"
+        )
+        try:
+            thread.start()
+        except BaseException:
+            self._slots.release()
+            raise
+        return handed.wait()
+
+    def _run(
+        self, trace_id: str, messages: list[dict[str, Any]], config: RunConfig, handed: _Handoff
+    ) -> None:
+        name = threading.current_thread().name
+        with self._lock:
+            self._running[name] = trace_id
+        try:
+            handed.done(run_in_this_thread(trace_id, messages, config, self.model_pool, on_claim=handed.done))
+        except BaseException:
+            logger.exception("run of trace %s crashed", trace_id)
+            handed.done(CRASHED)
+        finally:
+            connections.close_all()  # this thread's connections; a pool gets them back
+            with self._lock:
+                self._running.pop(name, None)
+            self._slots.release()
+
+
+class _Handoff:
+    """The first outcome of a run, from its thread to the task waiting for it."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._outcome = CRASHED
+
+    def done(self, outcome: str) -> None:
+        if not self._event.is_set():
+            self._outcome = outcome
+            self._event.set()
+
+    def wait(self) -> str:
+        self._event.wait()
+        return self._outcome
+
+
+def run_in_this_thread(
+    trace_id: str,
+    messages: list[dict[str, Any]],
+    config: RunConfig,
+    model_pool: concurrent.futures.Executor | None = None,
+    *,
+    on_claim: Callable[[str], None] | None = None,
+) -> str:
+    """Run `trace_id` to its end in the calling thread; returns what came of it.
+
+    A duplicate delivery, or one whose reservation was stopped before it started,
+    finds the reservation gone (RunConflict) and does nothing. A run refused at
+    preparation (the request was valid when queued but no longer is) gives the
+    reservation back with the reason, so the trace does not stay 'running'.
+    `on_claim(CLAIMED)` is called once the run holds the trace's lease.
+    """
+    runner = AgentRunner(model_pool=model_pool)
+    try:
+        return _claim_and_run(runner, trace_id, messages, config, on_claim)
+    finally:
+        runner.close()  # lets an own pool go; a shared one stays
+
+
+def _claim_and_run(
+    runner: AgentRunner,
+    trace_id: str,
+    messages: list[dict[str, Any]],
+    config: RunConfig,
+    on_claim: Callable[[str], None] | None,
+) -> str:
+    run = runner.run(messages, config)
+    try:
+        next(run)  # preparation, up to the claim of the lease (W5)
+    except (RunConflict, LeaseLost) as exc:
+        logger.info("run of trace %s skipped (duplicate or superseded delivery): %s", trace_id, exc)
+        return SKIPPED
+    except RunError as exc:
+        logger.warning("run of trace %s refused: %s", trace_id, exc)
+        reservation_give_back(trace_id=trace_id, config=config, reason=str(exc))
+        return REFUSED
+    if on_claim is not None:
+        on_claim(CLAIMED)
+    try:
+        for _ in run:
+            pass
+    except LeaseLost as exc:
+        logger.info("run of trace %s superseded: %s", trace_id, exc)
+    return CLAIMED
+
+
+def reservation_give_back(*, trace_id: str, config: RunConfig, reason: str) -> None:
+    """End a reservation no worker claimed: back to its old status, or failed with the reason."""
+    if config.reserved_token is None:
+        return
+    Trace.objects.filter(
+        pk=trace_id, status=TraceStatus.RUNNING, heartbeat_at__isnull=True, run_token=config.reserved_token
+    ).update(
+        status=config.reserved_from or TraceStatus.FAILED,
+        error_message=None if config.reserved_from else reason[:2000],
+        completed_at=timezone.now(),
+        updated_at=timezone.now(),
+    )
+
+
+def reservation_touch(*, trace_id: str, config: RunConfig) -> bool:
+    """Mark a reservation as still queued (so the sweep does not end it as lost); False if it is gone."""
+    if config.reserved_token is None:
+        return True
+    return bool(
+        Trace.objects.filter(
+            pk=trace_id,
+            status=TraceStatus.RUNNING,
+            heartbeat_at__isnull=True,
+            run_token=config.reserved_token,
+        ).update(updated_at=timezone.now())
+    )
+
+
+def preload() -> None:
+    """Import, once, what every run's first model call would (issue 18: no cold start).
+
+    Called in the qcluster parent before it forks its workers (traces/apps.py):
+    litellm's lazy provider modules, the OpenAI SDK's resources (about 450
+    modules, seconds of a first call otherwise) and the HTTP stack. A workerless
+    litellm call with `mock_response` walks the request path without a network
+    call. Forked workers share these pages; none opens a connection here.
+    """
+    import h11  # noqa: F401
+    import httpcore  # noqa: F401
+    import litellm
+    import litellm._service_logger
+    import litellm.llms.anthropic.chat.handler
+    import openai
+
+    client = openai.OpenAI(api_key="sk-preload", base_url="http://127.0.0.1:9/v1")
+    try:
+        client.chat.completions.with_raw_response  # noqa: B018 (the access imports the resource)
+        client.embeddings  # noqa: B018
+    finally:
+        client.close()
+    for stream in (False, True):
+        reply = litellm.completion(
+            model="openai/preload",
+            messages=[{"role": "user", "content": "preload"}],
+            mock_response="ok",
+            stream=stream,
+            api_key="sk-preload",
+        )
+        if stream:
+            for _ in reply:
+                pass
+
+
+_host_lock = threading.Lock()
+_host: RunHost | None = None
+
+
+def run_host() -> RunHost:
+    """This process's run host; a forked worker makes its own."""
+    global _host
+    with _host_lock:
+        if _host is None or _host.pid != os.getpid():
+            _host = RunHost(settings.AGENT_RUNS_PER_WORKER)
+        return _host
