@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pydantic
+from django.conf import settings
 
 from tools.arguments import arguments_model, parameters_schema, parse_docstring, validate_arguments
 from traces.runner.tool_api import ToolContext, ToolError, ToolResult
@@ -236,7 +237,11 @@ def _call(tool: Tool, kwargs: dict[str, Any], timeout: float | None) -> Any:
 # Threads for timed tools, shared by every run of the process (starting a thread per
 # call costs more than most tools). A tool that overruns its timeout keeps its thread
 # until it returns, so the pool is generous.
-_TIMED_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="tool")
+# Sized to the runs a worker process holds (traces/runhost.py), so a run's tool
+# never waits for a thread while its timeout runs.
+_TIMED_POOL = concurrent.futures.ThreadPoolExecutor(
+    max_workers=max(32, 2 * settings.AGENT_RUNS_PER_WORKER), thread_name_prefix="tool"
+)
 
 
 def _with_db_cleanup(target: Callable[[], Any]) -> Any:

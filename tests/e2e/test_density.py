@@ -79,7 +79,12 @@ def kind(request: pytest.FixtureRequest) -> str:
 def make_stack(kind: str, model: ScriptedLLM, **env: str) -> Stack:
     postgres = kind == "postgres"
     return Stack(
-        model_url=model.url, redis=postgres, postgres=postgres, workers=1, AGENT_LEASE_SECONDS=str(LEASE), **env
+        model_url=model.url,
+        redis=postgres,
+        postgres=postgres,
+        workers=1,
+        AGENT_LEASE_SECONDS=str(LEASE),
+        **env,
     )
 
 
@@ -114,7 +119,9 @@ def holders(stack: Stack, trace_ids: list[str]) -> list[tuple[str, str]]:
 def start_runs(stack: Stack, count: int) -> list[str]:
     trace_ids = []
     for n in range(count):
-        status, body = stack.api("POST", "/traces", {"messages": [{"role": "user", "content": f"do task-{n}"}]})
+        status, body = stack.api(
+            "POST", "/traces", {"messages": [{"role": "user", "content": f"do task-{n}"}]}
+        )
         assert status == 201, body
         trace_ids.append(body["trace_id"])
     return trace_ids
@@ -146,7 +153,9 @@ def test_a_full_worker_holds_at_most_its_capacity_and_the_rest_wait_queued(kind:
         held = holders(stack, trace_ids)
         assert gate.held == capacity
         assert len(held) == capacity and len({pid for pid, _ in held}) == 1 and len(set(held)) == capacity
-        queued = rows(stack, "SELECT trace_id FROM traces_trace WHERE status = 'running' AND heartbeat_at IS NULL")
+        queued = rows(
+            stack, "SELECT trace_id FROM traces_trace WHERE status = 'running' AND heartbeat_at IS NULL"
+        )
         assert len([t for (t,) in queued if t in trace_ids]) == extra  # reserved, not claimed, not failed
         gate.open()
         most = 0
@@ -160,7 +169,9 @@ def test_a_full_worker_holds_at_most_its_capacity_and_the_rest_wait_queued(kind:
             time.sleep(0.05)
         assert most <= capacity
         assert {t: ended[t]["status"] for t in trace_ids} == dict.fromkeys(trace_ids, "completed")
-        assert [ended[t]["result_summary"] for t in trace_ids] == [f"done task-{n}" for n in range(len(trace_ids))]
+        assert [ended[t]["result_summary"] for t in trace_ids] == [
+            f"done task-{n}" for n in range(len(trace_ids))
+        ]
         assert "database is locked" not in worker_log(stack)
     finally:
         gate.open()
@@ -185,7 +196,9 @@ def test_kill_9_of_a_worker_holding_20_runs_then_all_20_complete_once(kind: str,
         held = holders(stack, trace_ids)
         assert len(held) == runs and len({pid for pid, _ in held}) == 1 and len(set(held)) == runs
         if stack.pg is not None:  # the pool: 20 runs in one process do not hold 20 connections
-            (connections,) = rows(stack, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()")
+            (connections,) = rows(
+                stack, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            )
             assert connections[0] < runs
         stack.kill_cluster(stack.clusters[-1])
         gate.open()  # the held requests answer to a dead process
