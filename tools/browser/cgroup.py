@@ -51,6 +51,7 @@ class BrowserCgroup:
         made: list[Path] = []
         try:
             for base in bases:
+                _make_base(base.parent, v2=(base.parent / "cgroup.subtree_control").exists())
                 path = base / name
                 path.mkdir()
                 made.append(path)
@@ -67,9 +68,11 @@ class BrowserCgroup:
         return {"AGENT_BROWSER_CGROUPS": ":".join(str(path) for path in self.paths)}
 
     def remove(self) -> None:
-        """Kill what is left in the cgroup and remove it."""
+        """Kill what is left in the cgroup and remove it, and the base when no session is left
+        in it (nothing of ours stays in the server's cgroup, which its manager may remove)."""
         for path in self.paths:
             remove_cgroup(path)
+            _remove_if_unused(path.parent)
 
 
 def _write_limits(paths: list[Path], memory: int, tasks: int) -> Path:
@@ -100,8 +103,9 @@ def _write_optional(file: Path, value: str) -> None:
 
 @functools.lru_cache(maxsize=1)
 def cgroup_bases() -> tuple[Path, ...]:
-    """Our base directories for browser cgroups, made once: a v1 memory hierarchy (with
-    the v1 pids one when there is one), else a v2 one that delegates memory; () when none."""
+    """Our base directories for browser cgroups, found once: a v1 memory hierarchy (with
+    the v1 pids one when there is one), else a v2 one that delegates memory; () when none.
+    The probe leaves none behind; `BrowserCgroup.create` makes them as it needs them."""
     if os.geteuid() != 0:
         return ()  # the limits are written as root; an unprivileged server has no delegation here
     v1, v2 = _hierarchies()
@@ -112,10 +116,13 @@ def cgroup_bases() -> tuple[Path, ...]:
                 bases.append(base)
             elif controller == "memory":
                 return ()
-        return tuple(bases)
-    if v2 is not None and (base := _make_base(v2, v2=True)) is not None:
-        return (base,)
-    return ()
+    elif v2 is not None and (base := _make_base(v2, v2=True)) is not None:
+        bases = [base]
+    else:
+        return ()
+    for base in bases:
+        _remove_if_unused(base)
+    return tuple(bases)
 
 
 def _hierarchies() -> tuple[dict[str, Path], Path | None]:
@@ -148,7 +155,16 @@ def _inside(mount_point: Path, mount_root: str, own: str) -> Path:
     return (mount_point / relative).resolve()
 
 
+def _remove_if_unused(base: Path) -> None:
+    remove_stale(base)  # sessions of workers that died
+    try:
+        base.rmdir()
+    except OSError:
+        pass  # another session's cgroup is in it, or it is gone already
+
+
 def _make_base(parent: Path, *, v2: bool) -> Path | None:
+    """`parent`/agentsite-browser, made (again) if need be; None when it cannot be."""
     base = parent / BASE_DIR
     try:
         if v2:  # delegate memory and pids down to the sessions' directories
