@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -96,10 +97,13 @@ def _database() -> Mapping[str, Any]:
         db = dj_database_url.parse(url, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60))
         db["CONN_HEALTH_CHECKS"] = True
         pool_size = env_int("AGENT_DB_POOL_SIZE", 8, minimum=0)
-        if pool_size and db["ENGINE"] == "django.db.backends.postgresql":
-            # One bounded pool per process (psycopg_pool): a worker's run threads
-            # share it and give their connection back while they wait
+        if pool_size and db["ENGINE"] == "django.db.backends.postgresql" and sys.argv[1:2] == ["qcluster"]:
+            # A worker cluster: one bounded pool per process (psycopg_pool), shared by
+            # its run threads, which give their connection back while they wait
             # (traces/runner/connections.py). A pool replaces persistent connections.
+            # Web servers keep one persistent connection per thread (bounded by their
+            # threads): a pool would hold a request for its timeout in an outage,
+            # where a direct connect fails at once and the request answers 503.
             db["CONN_MAX_AGE"] = 0
             db.setdefault("OPTIONS", {})["pool"] = {
                 "min_size": 0,
