@@ -52,7 +52,7 @@ class RunHost:
         self.pid = os.getpid()
         self._slots = threading.BoundedSemaphore(capacity)
         self._lock = threading.Lock()
-        self._running: dict[str, str] = {}  # thread name -> trace id
+        self._running: dict[int, str] = {}  # thread id -> trace id
         # One model call in flight per run, plus room for calls a stop abandoned
         # (they end when their HTTP request does); threads start only as needed.
         self.model_pool = concurrent.futures.ThreadPoolExecutor(
@@ -94,9 +94,9 @@ class RunHost:
     def _run(
         self, trace_id: str, messages: list[dict[str, Any]], config: RunConfig, handed: _Handoff
     ) -> None:
-        name = threading.current_thread().name
+        ident = threading.get_ident()
         with self._lock:
-            self._running[name] = trace_id
+            self._running[ident] = trace_id
         try:
             handed.done(run_in_this_thread(trace_id, messages, config, self.model_pool, on_claim=handed.done))
         except BaseException:
@@ -105,7 +105,7 @@ class RunHost:
         finally:
             connections.close_all()  # this thread's connections; a pool gets them back
             with self._lock:
-                self._running.pop(name, None)
+                self._running.pop(ident, None)
             self._slots.release()
 
 

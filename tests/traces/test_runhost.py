@@ -1,0 +1,99 @@
+"""The run host (issue 18): runs in threads of one process, a capacity, the hand-over
+at the claim; duplicate deliveries and a full process. Real threads, database and
+scripted model; the model holds its reply until the test lets it go."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from tests.scripted_llm import Reply
+from traces.models import Trace, TraceStatus
+from traces.runhost import CLAIMED, FULL, SKIPPED, RunHost
+from traces.runner import RunConfig
+from traces.services.runs import new_trace_id
+
+
+def reserved(owner: Any) -> tuple[str, RunConfig]:
+    """A new trace reserved for a worker, as traces/services/runs.py:trace_start leaves it."""
+    trace_id, now = new_trace_id(), timezone.now()
+    Trace.objects.create(
+        trace_id=trace_id,
+        task="say done",
+        status=TraceStatus.RUNNING,
+        owner=owner,
+        model="openai/scripted",
+        created_at=now,
+        updated_at=now,
+        run_token=1,
+        heartbeat_at=None,
+    )
+    return trace_id, RunConfig(new_trace_id=trace_id, reserved_token=1, owner_id=owner.pk)
+
+
+def until_idle(host: RunHost) -> None:
+    deadline = time.monotonic() + 60
+    while host.running:
+        assert time.monotonic() < deadline, f"runs still held: {host.running}"
+        time.sleep(0.05)
+
+
+MESSAGES = [{"role": "user", "content": "say done"}]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_goes_on_in_its_own_thread_and_a_full_host_takes_no_other(integrator, llm, workspace_root):
+    gate = threading.Event()
+
+    def held(body: dict[str, Any]) -> Reply:
+        gate.wait(60)
+        return Reply(text="done")
+
+    llm.script("scripted", [held])
+    host = RunHost(capacity=1)
+    first, first_config = reserved(integrator)
+    second, second_config = reserved(integrator)
+    try:
+        assert host.start(first, MESSAGES, first_config) == CLAIMED
+        assert host.running == [first]
+        owner = Trace.objects.get(pk=first).run_owner
+        run_thread = next(t for t in threading.enumerate() if t.name == f"run {first}")
+        assert owner.endswith(f":{run_thread.ident}") and run_thread is not threading.current_thread()
+        # full: the second run is not taken, and its reservation stays queued
+        assert host.start(second, MESSAGES, second_config, wait=0.3) == FULL
+        row = Trace.objects.get(pk=second)
+        assert (row.status, row.heartbeat_at, row.run_owner) == (TraceStatus.RUNNING, None, "")
+    finally:
+        gate.set()
+    until_idle(host)
+    assert host.start(second, MESSAGES, second_config) == CLAIMED  # the slot is free again
+    until_idle(host)
+    statuses = dict(Trace.objects.filter(pk__in=[first, second]).values_list("pk", "status"))
+    assert statuses == {first: TraceStatus.COMPLETED, second: TraceStatus.COMPLETED}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_duplicate_delivery_to_the_host_does_nothing(integrator, llm, workspace_root):
+    gate = threading.Event()
+
+    def held(body: dict[str, Any]) -> Reply:
+        gate.wait(60)
+        return Reply(text="done once")
+
+    llm.script("scripted", [held, Reply(text="a second run")])
+    host = RunHost(capacity=2)
+    trace_id, config = reserved(integrator)
+    try:
+        assert host.start(trace_id, MESSAGES, config) == CLAIMED
+        assert host.start(trace_id, MESSAGES, config) == SKIPPED  # the reservation was claimed
+        assert host.running == [trace_id]
+    finally:
+        gate.set()
+    until_idle(host)
+    trace = Trace.objects.get(pk=trace_id)
+    assert (trace.status, trace.result_summary) == (TraceStatus.COMPLETED, "done once")
+    assert len(llm.requests_for("scripted")) == 1
