@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import asdict
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -15,7 +17,8 @@ from tests.scripted_llm import Reply
 from traces.models import Trace, TraceStatus
 from traces.runhost import CLAIMED, FULL, SKIPPED, RunHost
 from traces.runner import RunConfig
-from traces.services.runs import new_trace_id
+from traces.services.runs import RUN_TASK, new_trace_id
+from traces.tasks import _queue_again
 
 
 def reserved(owner: Any) -> tuple[str, RunConfig]:
@@ -97,3 +100,21 @@ def test_a_duplicate_delivery_to_the_host_does_nothing(integrator, llm, workspac
     trace = Trace.objects.get(pk=trace_id)
     assert (trace.status, trace.result_summary) == (TraceStatus.COMPLETED, "done once")
     assert len(llm.requests_for("scripted")) == 1
+
+
+@pytest.mark.django_db
+def test_a_run_a_full_worker_gave_up_waiting_for_goes_back_to_the_queue_still_reserved(integrator):
+    from django_q.models import OrmQ
+
+    trace_id, config = reserved(integrator)
+    an_hour_ago = timezone.now() - timedelta(hours=1)
+    Trace.objects.filter(pk=trace_id).update(updated_at=an_hour_ago)
+    config_dict = {k: v for k, v in asdict(config).items() if k != "on_token"}
+    assert _queue_again(trace_id, MESSAGES, config_dict, config) == "requeued"
+    queued = list(OrmQ.objects.all())
+    assert [(q.func(), q.task["args"][0]) for q in queued] == [(RUN_TASK, trace_id)]
+    assert Trace.objects.get(pk=trace_id).updated_at > an_hour_ago  # the sweep sees it as still queued
+    # a reservation stopped meanwhile is not queued again
+    Trace.objects.filter(pk=trace_id).update(status=TraceStatus.STOPPED)
+    assert _queue_again(trace_id, MESSAGES, config_dict, config) == "skipped"
+    assert OrmQ.objects.count() == 1
