@@ -109,11 +109,10 @@ def rows(stack: Stack, sql: str, *params: Any) -> list[tuple[Any, ...]]:
         conn.close()
 
 
-def holders(stack: Stack, trace_ids: list[str]) -> list[tuple[str, str]]:
-    """(pid, thread) of each trace whose run holds its lease now."""
+def holders(stack: Stack, trace_ids: list[str]) -> dict[str, tuple[str, str]]:
+    """(pid, thread) of the run holding each trace's lease now, by trace id."""
     found = rows(stack, "SELECT trace_id, run_owner FROM traces_trace WHERE status = 'running'")
-    owners = [owner for trace_id, owner in found if trace_id in trace_ids and owner]
-    return [tuple(owner.split(":")[-2:]) for owner in owners]  # type: ignore[misc]
+    return {t: tuple(owner.split(":")[-2:]) for t, owner in found if t in trace_ids and owner}  # type: ignore[misc]
 
 
 def start_runs(stack: Stack, count: int) -> list[str]:
@@ -152,26 +151,36 @@ def test_a_full_worker_holds_at_most_its_capacity_and_the_rest_wait_queued(kind:
         time.sleep(1.5)  # room for a run past capacity to show up, if the host let one in
         held = holders(stack, trace_ids)
         assert gate.held == capacity
-        assert len(held) == capacity and len({pid for pid, _ in held}) == 1 and len(set(held)) == capacity
+        owners = list(held.values())
+        assert len({pid for pid, _ in owners}) == 1 and len(set(owners)) == capacity
         queued = rows(
             stack, "SELECT trace_id FROM traces_trace WHERE status = 'running' AND heartbeat_at IS NULL"
         )
         assert len([t for (t,) in queued if t in trace_ids]) == extra  # reserved, not claimed, not failed
+        # A stop reaches a run of the full process while its model call is held,
+        # and the slot it frees lets a queued run in.
+        stopped = next(iter(held))
+        assert stack.api("POST", f"/traces/{stopped}/stop")[0] == 202
+        stack.wait_for(
+            lambda: stack.api("GET", f"/traces/{stopped}")[1]["status"] == "stopped", what="the stop"
+        )
+        gate.wait_held(capacity + 1)
         gate.open()
         most = 0
         deadline = time.monotonic() + 120
         while (ended := all_ended(stack, trace_ids)) is None:
             per_process: dict[str, int] = {}
-            for pid, _ in holders(stack, trace_ids):
+            for pid, _ in holders(stack, trace_ids).values():
                 per_process[pid] = per_process.get(pid, 0) + 1
             most = max([most, *per_process.values()])
             assert time.monotonic() < deadline, "runs did not end"
             time.sleep(0.05)
         assert most <= capacity
-        assert {t: ended[t]["status"] for t in trace_ids} == dict.fromkeys(trace_ids, "completed")
-        assert [ended[t]["result_summary"] for t in trace_ids] == [
-            f"done task-{n}" for n in range(len(trace_ids))
-        ]
+        expected = {t: "stopped" if t == stopped else "completed" for t in trace_ids}
+        assert {t: ended[t]["status"] for t in trace_ids} == expected
+        for n, trace_id in enumerate(trace_ids):
+            if trace_id != stopped:
+                assert ended[trace_id]["result_summary"] == f"done task-{n}"
         assert "database is locked" not in worker_log(stack)
     finally:
         gate.open()
@@ -193,8 +202,8 @@ def test_kill_9_of_a_worker_holding_20_runs_then_all_20_complete_once(kind: str,
     try:
         trace_ids = start_runs(stack, runs)
         gate.wait_held(runs)
-        held = holders(stack, trace_ids)
-        assert len(held) == runs and len({pid for pid, _ in held}) == 1 and len(set(held)) == runs
+        owners = list(holders(stack, trace_ids).values())
+        assert len({pid for pid, _ in owners}) == 1 and len(set(owners)) == runs
         if stack.pg is not None:  # the pool: 20 runs in one process do not hold 20 connections
             (connections,) = rows(
                 stack, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
