@@ -11,10 +11,11 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.db.models import F
 from django.utils import timezone
 
 from tests.scripted_llm import Reply
-from traces.models import Trace, TraceStatus
+from traces.models import Message, Trace, TraceStatus
 from traces.runhost import CLAIMED, FULL, SKIPPED, RunHost
 from traces.runner import RunConfig
 from traces.services.runs import RUN_TASK, new_trace_id
@@ -118,3 +119,35 @@ def test_a_run_a_full_worker_gave_up_waiting_for_goes_back_to_the_queue_still_re
     Trace.objects.filter(pk=trace_id).update(status=TraceStatus.STOPPED)
     assert _queue_again(trace_id, MESSAGES, config_dict, config) == "skipped"
     assert OrmQ.objects.count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_waiting_runs_see_a_stop_and_a_lost_lease_while_their_model_call_is_held(
+    integrator, llm, workspace_root
+):
+    gate = threading.Event()
+
+    def held(body: dict[str, Any]) -> Reply:
+        gate.wait(60)
+        return Reply(text="too late")
+
+    llm.script("scripted", [held, held])
+    host = RunHost(capacity=2)
+    stopped, stopped_config = reserved(integrator)
+    superseded, superseded_config = reserved(integrator)
+    try:
+        assert host.start(stopped, MESSAGES, stopped_config) == CLAIMED
+        assert host.start(superseded, MESSAGES, superseded_config) == CLAIMED
+        deadline = time.monotonic() + 30
+        while len(llm.requests_for("scripted")) < 2:
+            assert time.monotonic() < deadline, "the model calls did not start"
+            time.sleep(0.05)
+        Trace.objects.filter(pk=stopped).update(stop_requested=True)
+        Trace.objects.filter(pk=superseded).update(run_token=F("run_token") + 1)  # another run claimed it
+        until_idle(host)  # both runs ended while their model calls are still held
+    finally:
+        gate.set()
+    assert Trace.objects.get(pk=stopped).status == TraceStatus.STOPPED
+    row = Trace.objects.get(pk=superseded)
+    assert (row.status, row.run_token) == (TraceStatus.RUNNING, 3)  # the other run's, untouched
+    assert not Message.objects.filter(trace_id=superseded, role="assistant").exists()  # fenced

@@ -13,10 +13,12 @@ from traces.guards.normalize import ModelTimeout, TokenWatch, normalize_response
 from traces.llm import LLMResponse
 from traces.models import Message
 from traces.runner.base import RunnerBase
+from traces.runner.config import LeaseLost
 from traces.runner.connections import connection_release
 from traces.runner.extensions import extensions
 from traces.runner.history import describe_assistant, new_message
 from traces.runner.state import RunState
+from traces.runner.waitwatch import Waiting, wait_watch
 
 
 class ModelCalls(RunnerBase):
@@ -52,40 +54,65 @@ class ModelCalls(RunnerBase):
             stream=run.stream,
             on_token=watch,
         )
-        next_pulse = settings.AGENT_TIMEOUT_FIRST_FEEDBACK
         try:
-            while True:
-                connection_release()  # the wait needs no connection: 256 runs never hold 256
-                try:
-                    response = future.result(timeout=settings.AGENT_STOP_POLL_SECONDS)
-                    break
-                except concurrent.futures.TimeoutError:
-                    pass
-                elapsed = time.perf_counter() - started
-                if self._stopping(run, poll_now=True):
-                    future.cancel()
-                    return None
-                if elapsed > settings.AGENT_TIMEOUT_HARD:
-                    future.cancel()
-                    raise ModelTimeout(
-                        f"model call exceeded the hard timeout ({settings.AGENT_TIMEOUT_HARD:g} s)"
-                    )
-                silent = time.perf_counter() - watch.last_at if watch.last_at else 0.0
-                if run.stream and silent > settings.AGENT_TIMEOUT_HEARTBEAT:
-                    future.cancel()
-                    raise ModelTimeout(f"model stream was silent for {silent:.0f} s (heartbeat timeout)")
-                if watch.first_at is None and elapsed > next_pulse:
-                    # seed 002: the first-feedback pulse is an empty token event
-                    run.store.emit("token", {"text": "", "pulse": True, "seconds": round(elapsed, 1)})
-                    next_pulse += settings.AGENT_TIMEOUT_FIRST_FEEDBACK
-                if self._flush_tokens(run, watch) or run.store.has_pending_events:
-                    run.store.commit()
+            with wait_watch().watching(run.store) as waiting:
+                response = self._wait_for_model(run, future, watch, started, waiting)
         finally:
             run.model_seconds += time.perf_counter() - started
+        if response is None:
+            return None
         self._flush_tokens(run, watch)  # committed with the assistant message
         if self.hooks.has("after_model"):
             self.hooks.after_model(run.trace, response)
         return normalize_response(response, run.offered if offer_tools else set())
+
+    def _wait_for_model(
+        self,
+        run: RunState,
+        future: concurrent.futures.Future[LLMResponse],
+        watch: TokenWatch,
+        started: float,
+        waiting: Waiting,
+    ) -> LLMResponse | None:
+        """Wait for the reply; None when a stop arrived first.
+
+        The process's watcher (traces/runner/waitwatch.py) reads the stop flag and
+        keeps the lease for every waiting run at once; this thread only reads what
+        it found, and commits streamed tokens.
+        """
+        next_pulse = settings.AGENT_TIMEOUT_FIRST_FEEDBACK
+        while True:
+            connection_release()  # the wait needs no connection: 256 runs never hold 256
+            try:
+                return future.result(timeout=settings.AGENT_STOP_POLL_SECONDS)
+            except concurrent.futures.TimeoutError:
+                pass
+            elapsed = time.perf_counter() - started
+            if waiting.lease_lost:
+                future.cancel()
+                raise LeaseLost(f"trace {run.trace.pk!r} was claimed by another run; stopping this one")
+            if waiting.stop_requested or run.store.stop_seen:
+                run.stop_event.set()
+            # Until the watcher has read the row (its first tick, or never for a row
+            # only this thread's transaction sees) the run polls for itself.
+            if run.stop_event.is_set() or (not waiting.seen and self._stopping(run, poll_now=True)):
+                future.cancel()
+                return None
+            if elapsed > settings.AGENT_TIMEOUT_HARD:
+                future.cancel()
+                raise ModelTimeout(
+                    f"model call exceeded the hard timeout ({settings.AGENT_TIMEOUT_HARD:g} s)"
+                )
+            silent = time.perf_counter() - watch.last_at if watch.last_at else 0.0
+            if run.stream and silent > settings.AGENT_TIMEOUT_HEARTBEAT:
+                future.cancel()
+                raise ModelTimeout(f"model stream was silent for {silent:.0f} s (heartbeat timeout)")
+            if watch.first_at is None and elapsed > next_pulse:
+                # seed 002: the first-feedback pulse is an empty token event
+                run.store.emit("token", {"text": "", "pulse": True, "seconds": round(elapsed, 1)})
+                next_pulse += settings.AGENT_TIMEOUT_FIRST_FEEDBACK
+            if self._flush_tokens(run, watch) or run.store.has_pending_events:
+                run.store.commit()
 
     def _flush_tokens(self, run: RunState, watch: TokenWatch) -> bool:
         text = watch.drain()

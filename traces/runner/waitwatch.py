@@ -1,0 +1,117 @@
+"""One watcher per process for the runs waiting on their model (issue 18, R5, W5).
+
+A run waiting on a model call must notice a stop within AGENT_STOP_POLL_SECONDS
+and keep its lease fresh. Polled by each run that is two queries per run every
+0.25 s: 256 waiting runs would make 2,000 a second. This thread makes one SELECT a
+tick for every waiting run of the process (the stop flag and the lease token) and
+refreshes their leases with one UPDATE every third of AGENT_LEASE_SECONDS. The
+waiting run reads the flags it sets (traces/runner/model_call.py:_call_model).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
+
+from traces.models import Trace
+from traces.runner.connections import connection_release
+
+if TYPE_CHECKING:
+    from traces.runner.store import RunStore
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Waiting:
+    """A run waiting on its model, as the watcher last saw it."""
+
+    store: RunStore
+    beat: float = 0.0  # the first tick refreshes the lease
+    stop_requested: bool = False
+    lease_lost: bool = False
+    seen: bool = False  # the watcher has read its row (else the run polls for itself)
+
+
+class WaitWatch:
+    """The process's watcher thread (a daemon: it holds nothing a run needs at exit)."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self._lock = threading.Lock()
+        self._waiting: dict[int, Waiting] = {}
+        threading.Thread(target=self._run, name="wait-watch", daemon=True).start()
+
+    @contextlib.contextmanager
+    def watching(self, store: RunStore) -> Iterator[Waiting]:
+        waiting = Waiting(store)
+        with self._lock:
+            self._waiting[id(waiting)] = waiting
+        try:
+            yield waiting
+        finally:
+            with self._lock:
+                self._waiting.pop(id(waiting), None)
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(settings.AGENT_STOP_POLL_SECONDS)
+            with self._lock:
+                waiting = list(self._waiting.values())
+            if not waiting:
+                continue
+            try:
+                self._poll(waiting)
+            except Exception:
+                logger.exception("polling %d waiting runs failed", len(waiting))
+            finally:
+                connection_release()
+
+    def _poll(self, waiting: list[Waiting]) -> None:
+        now = time.monotonic()
+        interval = settings.AGENT_LEASE_SECONDS / 3
+        due = [w for w in waiting if now - w.beat >= interval]
+        if due:
+            leases = Q()
+            for w in due:
+                leases |= Q(pk=w.store.trace.pk, run_token=w.store.token)
+            Trace.objects.filter(leases).update(heartbeat_at=timezone.now())
+            for w in due:
+                w.beat = now
+        ids = [w.store.trace.pk for w in waiting]
+        rows = {
+            pk: (token, stop)
+            for pk, token, stop in Trace.objects.filter(pk__in=ids).values_list(
+                "pk", "run_token", "stop_requested"
+            )
+        }
+        for w in waiting:
+            if w.store.trace.pk not in rows:
+                continue  # not visible to this thread's connection (a test's open transaction)
+            token, stop = rows[w.store.trace.pk]
+            w.lease_lost = token != w.store.token
+            w.stop_requested = bool(stop)
+            w.seen = True
+
+
+_watch_lock = threading.Lock()
+_watch: WaitWatch | None = None
+
+
+def wait_watch() -> WaitWatch:
+    """This process's watcher; a forked worker starts its own."""
+    global _watch
+    with _watch_lock:
+        if _watch is None or _watch.pid != os.getpid():
+            _watch = WaitWatch()
+        return _watch
