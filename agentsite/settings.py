@@ -458,6 +458,10 @@ else:
 # ORM broker redelivers after `retry`; Redis delivers at most once): the sweep
 # ends it as failed (W5).
 AGENT_QUEUE_GRACE_SECONDS = env_int("AGENT_QUEUE_GRACE_SECONDS", 2 * _task_retry, minimum=60)
+# A queued run not claimed this long after it was sent is sent again from its stored
+# request (traces/services/queue.py), the wait doubling up to the maximum.
+AGENT_QUEUE_REQUEUE_SECONDS = env_int("AGENT_QUEUE_REQUEUE_SECONDS", 30, minimum=1)
+AGENT_QUEUE_REQUEUE_MAX_SECONDS = env_int("AGENT_QUEUE_REQUEUE_MAX_SECONDS", 600, minimum=1)
 
 # --- Notifications (traces/notifications.py) --------------------------------
 

@@ -14,11 +14,16 @@ from django.utils import timezone
 
 
 class TraceStatus(models.TextChoices):
+    QUEUED = "queued"  # accepted, its request stored (Trace.run_request), no worker has claimed it yet
     RUNNING = "running"
     WAITING = "waiting"
     COMPLETED = "completed"
     FAILED = "failed"
     STOPPED = "stopped"
+
+
+# A trace in one of these has a run in hand: a second run request is a 409.
+ACTIVE_STATUSES = (TraceStatus.QUEUED, TraceStatus.RUNNING)
 
 
 class CostState(models.TextChoices):
@@ -101,6 +106,10 @@ class Trace(models.Model):
     run_token = models.BigIntegerField(default=0)
     heartbeat_at = models.DateTimeField(blank=True, null=True)
     stop_requested = models.BooleanField(default=False)
+    # A queued run's task and arguments (traces/services/queue.py), kept until a worker
+    # claims it, so the sweep can queue it again from the database alone (W5).
+    run_request = models.JSONField(blank=True, null=True)
+    queued_at = models.DateTimeField(blank=True, null=True)
 
     # Set when a guard wants an expert to look (loop detected, ...), with why.
     needs_attention = models.BooleanField(default=False, db_index=True)
@@ -118,7 +127,7 @@ class Trace(models.Model):
 
     @property
     def is_active(self) -> bool:
-        return self.status == TraceStatus.RUNNING
+        return self.status in ACTIVE_STATUSES
 
     @property
     def cost_state(self) -> CostState:

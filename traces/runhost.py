@@ -180,9 +180,8 @@ def reservation_give_back(*, trace_id: str, config: RunConfig, reason: str) -> N
     """End a reservation no worker claimed: back to its old status, or failed with the reason."""
     if config.reserved_token is None:
         return
-    Trace.objects.filter(
-        pk=trace_id, status=TraceStatus.RUNNING, heartbeat_at__isnull=True, run_token=config.reserved_token
-    ).update(
+    Trace.objects.filter(pk=trace_id, status=TraceStatus.QUEUED, run_token=config.reserved_token).update(
+        run_request=None,
         status=config.reserved_from or TraceStatus.FAILED,
         error_message=None if config.reserved_from else reason[:2000],
         completed_at=timezone.now(),
@@ -191,16 +190,15 @@ def reservation_give_back(*, trace_id: str, config: RunConfig, reason: str) -> N
 
 
 def reservation_touch(*, trace_id: str, config: RunConfig) -> bool:
-    """Mark a reservation as still queued (so the sweep does not end it as lost); False if it is gone."""
+    """Mark a reservation as still queued and just sent (so the sweep neither ends it as
+    lost nor sends it again at once); False if it is gone."""
     if config.reserved_token is None:
         return True
+    now = timezone.now()
     return bool(
-        Trace.objects.filter(
-            pk=trace_id,
-            status=TraceStatus.RUNNING,
-            heartbeat_at__isnull=True,
-            run_token=config.reserved_token,
-        ).update(updated_at=timezone.now())
+        Trace.objects.filter(pk=trace_id, status=TraceStatus.QUEUED, run_token=config.reserved_token).update(
+            updated_at=now, queued_at=now
+        )
     )
 
 

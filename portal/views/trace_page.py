@@ -31,13 +31,22 @@ from portal.paging import CALL_LOOKBACK, PathPage, path_page, path_sequences
 from portal.tree import message_tree
 from traces.collaboration.humans import HUMAN
 from traces.goal_tree import GoalTree
-from traces.models import Approval, ApprovalStatus, InboxMessage, Message, Trace, TraceEvent, TraceStatus
+from traces.models import (
+    ACTIVE_STATUSES,
+    Approval,
+    ApprovalStatus,
+    InboxMessage,
+    Message,
+    Trace,
+    TraceEvent,
+    TraceStatus,
+)
 from traces.runner.config import STEP_LIMIT_PREFIX
 from traces.selectors import trace_events, traces_visible_to
 from traces.services.approvals import approvals_for, may_decide
 from traces.totals import trace_totals
 
-LIVE_STATUSES = (TraceStatus.RUNNING, TraceStatus.WAITING)
+LIVE_STATUSES = (TraceStatus.QUEUED, TraceStatus.RUNNING, TraceStatus.WAITING)
 SHOWN_EVENTS = 300  # the timeline shows the newest events only
 SUB_TRACE_DEPTH = 5
 SUB_TRACES_SHOWN = 100
@@ -210,7 +219,7 @@ def _messages(request: HttpRequest, trace: Trace, viewing: Viewing) -> dict[str,
         "viewing": viewing.head,
         "on_main_path": viewing.main,
         # rewind / regenerate are offered on the main path, when no run is going
-        "can_rewind": viewing.main and trace.status != TraceStatus.RUNNING,
+        "can_rewind": viewing.main and trace.status not in ACTIVE_STATUSES,
     }
 
 
@@ -350,7 +359,7 @@ def message_fragment(request: HttpRequest, trace_id: str, sequence: int) -> Http
             "entry": entry,
             "trace": trace,
             # fetched for the main path's live updates: rewind as on the page
-            "can_rewind": trace.status != TraceStatus.RUNNING,
+            "can_rewind": trace.status not in ACTIVE_STATUSES,
         },
     )
 

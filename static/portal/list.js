@@ -3,7 +3,7 @@
   "use strict";
   var script = document.currentScript;
   var endpoint = script.getAttribute("data-live");
-  var LIVE = ["running", "waiting"];
+  var LIVE = ["queued", "running", "waiting"];
 
   function liveIds() {
     var ids = [];

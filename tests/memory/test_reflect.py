@@ -174,7 +174,7 @@ def test_a_queued_reflection_holds_the_trace(api_client, integrator, llm, django
         api_client(integrator).post(f"/api/traces/{trace.trace_id}/reflect", {}, format="json")
     assert len(callbacks) == 1
     trace.refresh_from_db()
-    assert trace.status == "running" and trace.heartbeat_at is None
+    assert trace.status == "queued" and trace.heartbeat_at is None
     second = api_client(integrator).post(f"/api/traces/{trace.trace_id}/run", {"messages": []}, format="json")
     assert second.status_code == 409
 

@@ -120,7 +120,7 @@ def test_two_sweeps_of_the_same_dead_run_resume_it_once(
     _task, trace_id, messages, config = enqueued[0]
     assert (trace_id, messages, config["reserved_token"]) == (trace.trace_id, [], 6)
     trace.refresh_from_db()
-    assert (trace.status, trace.run_token, trace.heartbeat_at) == (TraceStatus.RUNNING, 6, None)
+    assert (trace.status, trace.run_token, trace.heartbeat_at) == (TraceStatus.QUEUED, 6, None)
 
 
 def test_a_run_that_died_after_its_final_answer_is_completed(integrator, enqueued):
@@ -172,13 +172,14 @@ def test_a_run_that_died_before_its_first_step_fails_with_the_reason(integrator,
 
 def test_a_reservation_no_worker_claimed_fails_only_after_the_grace(integrator, enqueued, settings):
     settings.AGENT_QUEUE_GRACE_SECONDS = 3600
-    waiting = dead_run(integrator, [], heartbeat_at=None, updated_at=timezone.now() - timedelta(minutes=5))
-    lost = dead_run(integrator, [], heartbeat_at=None, updated_at=timezone.now() - timedelta(hours=2))
+    queued = {"status": TraceStatus.QUEUED, "heartbeat_at": None}
+    waiting = dead_run(integrator, [], **queued, updated_at=timezone.now() - timedelta(minutes=5))
+    lost = dead_run(integrator, [], **queued, updated_at=timezone.now() - timedelta(hours=2))
     report = runs_sweep_stale()
     assert report.failed == [lost.trace_id]
     waiting.refresh_from_db()
     lost.refresh_from_db()
-    assert waiting.status == TraceStatus.RUNNING
+    assert waiting.status == TraceStatus.QUEUED
     assert lost.status == TraceStatus.FAILED and "not picked up by any worker" in lost.error_message
 
 

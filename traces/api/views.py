@@ -16,7 +16,7 @@ from traces.api import serializers as s
 from traces.api.parsers import BoundedJSONParser, MessagesJSONParser
 from traces.api.permissions import visible_traces
 from traces.filters import TraceFilter
-from traces.models import Trace, TraceStatus
+from traces.models import ACTIVE_STATUSES, Trace, TraceStatus
 from traces.runner import TraceNotFound
 from traces.selectors import trace_events, trace_main_path, trace_messages
 from traces.services import runs as services
@@ -87,7 +87,7 @@ class RunningTraceListView(TraceAPIView):
     @extend_schema(responses={200: s.TraceSerializer(many=True), **ERRORS})
     def get(self, request: Request) -> Response:
         """Traces running now (or queued for a worker), newest first."""
-        traces = visible_traces(request).filter(status=TraceStatus.RUNNING).select_related("owner")
+        traces = visible_traces(request).filter(status__in=ACTIVE_STATUSES).select_related("owner")
         return Response(s.TraceSerializer(traces.order_by("-created_at"), many=True).data)
 
 

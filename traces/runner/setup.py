@@ -24,7 +24,7 @@ from traces.llm import (
     agent_model,
     utility_model,
 )
-from traces.models import Approval, Message, MessageKind, Trace
+from traces.models import ACTIVE_STATUSES, Approval, Message, MessageKind, Trace, TraceStatus
 from traces.runner.base import RunnerBase
 from traces.runner.compaction import context_limit, context_threshold, info_for
 from traces.runner.config import (
@@ -223,11 +223,13 @@ class RunSetup(RunnerBase):
         try:
             path = trace_main_path_for_run(trace_id=trace.trace_id, head_sequence=trace.head_sequence)
             plan = plan_existing(trace, path, messages, config, previous_status)
-        except RunError:
+        except RunError as exc:
             # Refused: give the trace back as it was (the claim cleared these).
             trace.status = previous_status
             trace.error_message = previous.error_message
             trace.completed_at = previous.completed_at
+            if previous_status in ACTIVE_STATUSES:  # a resume with nothing to give back to
+                trace.status, trace.error_message = TraceStatus.FAILED, str(exc)[:2000]
             run.store.commit()
             run.store.release()
             raise

@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from traces import events as event_bus
 from traces.goal_tree import GoalTree
-from traces.models import Goal, Message, Trace, TraceEvent, TraceStatus
+from traces.models import ACTIVE_STATUSES, Goal, Message, Trace, TraceEvent, TraceStatus
 from traces.runner.config import LeaseLost, RunConflict, TraceNotFound
 from traces.runner.connections import connection_release
 from traces.runner.fenced import fenced_write
@@ -76,17 +76,18 @@ def trace_request_stop(*, trace_id: str) -> bool:
 def trace_claim(*, trace_id: str, owner: str, reserved_token: int | None = None) -> Trace:
     """Take the run lease of a trace, or raise RunConflict if a live run holds it.
 
-    A lease is free when the trace is not running, or when its heartbeat is older
-    than AGENT_LEASE_SECONDS (the worker that held it is presumed dead). With
-    `reserved_token`, only the reservation the API made (status running, no
-    heartbeat yet, that token) can be claimed: a duplicate delivery of the same
+    A lease is free when the trace is neither running nor queued, or when its
+    heartbeat is older than AGENT_LEASE_SECONDS (the worker that held it is
+    presumed dead). With `reserved_token`, only the reservation the API made
+    (status queued, that token) can be claimed: a duplicate delivery of the same
     task, or one whose reservation was stopped before it started, claims nothing.
+    The claim clears the stored request (traces/services/queue.py).
     """
     now = timezone.now()
     stale = now - timedelta(seconds=settings.AGENT_LEASE_SECONDS)
-    free = ~Q(status=TraceStatus.RUNNING) | Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=stale)
+    free = ~Q(status__in=ACTIVE_STATUSES) | Q(status=TraceStatus.RUNNING, heartbeat_at__lt=stale)
     if reserved_token is not None:
-        free = Q(status=TraceStatus.RUNNING, heartbeat_at__isnull=True, run_token=reserved_token)
+        free = Q(status=TraceStatus.QUEUED, run_token=reserved_token)
     claimed = (
         Trace.objects.filter(pk=trace_id)
         .filter(free)
@@ -99,6 +100,8 @@ def trace_claim(*, trace_id: str, owner: str, reserved_token: int | None = None)
             error_message=None,
             completed_at=None,
             updated_at=now,
+            run_request=None,
+            queued_at=None,
         )
     )
     if claimed:

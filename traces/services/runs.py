@@ -5,10 +5,10 @@ checks synchronously everything that can be refused, so a bad request gets its
 400/404/409 at once, then reserves the trace and enqueues `traces.tasks.run_trace`
 for a django-q2 worker after the transaction commits.
 
-Reservation (W5). A queued run is a trace in status `running` with no heartbeat
-yet and a fresh `run_token`:
+Reservation (W5). A queued run is a trace in status `queued` with a fresh
+`run_token` and its request stored (`Trace.run_request`, traces/services/queue.py):
 
-- a second request finds status `running` and gets 409 immediately, before any
+- a second request finds status `queued` and gets 409 immediately, before any
   worker has picked the first one up;
 - the reservation is a compare-and-swap on `run_token` (every claim and every
   reservation moves it on), so two racing requests cannot both reserve, and a
@@ -36,12 +36,13 @@ from memory.presets import Preset, UnknownPreset, get_preset
 from traces import events as event_bus
 from traces.llm import ModelNotConfigured, agent_model
 from traces.media.intake import media_intake
-from traces.models import Trace, TraceStatus
+from traces.models import ACTIVE_STATUSES, Trace, TraceStatus
 from traces.runner import InvalidRun, RunConfig, RunConflict, TraceNotFound, run_settings
 from traces.runner.extensions import extensions
 from traces.runner.prepare import new_trace_id, plan_existing, text_of, validate_messages
 from traces.runner.store import trace_request_stop
 from traces.selectors import trace_main_path_for_run, traces_visible_to
+from traces.services.queue import queue_run
 
 RUN_TASK = "traces.tasks.run_trace"
 REFLECT_TASK = "memory.tasks.reflect_trace"
@@ -66,7 +67,7 @@ def trace_start(
     enable_memory, ...); they are stored on the trace and kept by its later runs.
     Raises InvalidRun (400) for malformed messages, an unknown preset or tool, a
     bad setting (naming it), or no model configured. Returns the created trace
-    (status running, no messages yet).
+    (status queued, no messages yet).
     """
     clean = validate_messages(messages)
     first_user = next((m for m in clean if m["role"] == "user"), None)
@@ -103,7 +104,7 @@ def trace_start(
             name=(name or "")[:200],
             task=text_of(first_user.get("content")),
             agent_type=agent_type,
-            status=TraceStatus.RUNNING,
+            status=TraceStatus.QUEUED,
             owner_id=user.pk,
             uid=uid,
             model=model_name,
@@ -135,7 +136,7 @@ def trace_continue(
     after_sequence off the main path, malformed messages or nothing to run.
     """
     trace = _trace_for(user, trace_id)
-    if trace.status == TraceStatus.RUNNING:
+    if trace.status in ACTIVE_STATUSES:
         raise RunConflict(_running_reason(trace))
     clean = validate_messages(messages)
     if after_sequence is not None and (
@@ -179,22 +180,21 @@ def trace_reflect(*, user: Any, trace_id: str, focus: str = "") -> Trace:
     trace with no messages, a non-string focus or no model configured.
     """
     trace = _trace_for(user, trace_id)
-    if trace.status == TraceStatus.RUNNING:
+    if trace.status in ACTIVE_STATUSES:
         raise RunConflict(_running_reason(trace))
     if not isinstance(focus, str):
         raise InvalidRun("focus must be a string")
     if not trace.head_sequence:
         raise InvalidRun(f"trace {trace.trace_id!r} has no messages to reflect on")
     _check_model(trace.model)
-    from django_q.tasks import async_task
-
     token, previous = trace.run_token + 1, trace.status
     with transaction.atomic():
         _reserve(trace, token, clear_outcome=False)
-        transaction.on_commit(
-            lambda: async_task(
-                REFLECT_TASK, trace.trace_id, focus, token, previous, task_name=f"reflect {trace.trace_id}"
-            )
+        queue_run(
+            trace.trace_id,
+            REFLECT_TASK,
+            [trace.trace_id, focus, token, previous],
+            task_name=f"reflect {trace.trace_id}",
         )
     trace.refresh_from_db()
     return trace
@@ -208,9 +208,9 @@ def _reserve(trace: Trace, token: int, *, clear_outcome: bool = True) -> None:
     outcome = {"error_message": None, "completed_at": None} if clear_outcome else {}
     reserved = (
         Trace.objects.filter(pk=trace.pk, run_token=trace.run_token)
-        .exclude(status=TraceStatus.RUNNING)
+        .exclude(status__in=ACTIVE_STATUSES)
         .update(
-            status=TraceStatus.RUNNING,
+            status=TraceStatus.QUEUED,
             run_token=token,
             run_owner="",
             heartbeat_at=None,
@@ -235,9 +235,9 @@ def trace_stop(*, user: Any, trace_id: str) -> Trace:
     nothing. Raises TraceNotFound (404), RunConflict (409) when not running.
     """
     trace = _trace_for(user, trace_id)
-    if trace.status != TraceStatus.RUNNING:
+    if trace.status not in ACTIVE_STATUSES:
         raise RunConflict(f"trace {trace.trace_id!r} is not running (status {trace.status}); nothing to stop")
-    if trace.heartbeat_at is None and _cancel_queued(trace):
+    if trace.status == TraceStatus.QUEUED and _cancel_queued(trace):
         trace.refresh_from_db()
         return trace
     if not trace_request_stop(trace_id=trace.trace_id):
@@ -261,7 +261,7 @@ def _trace_for(user: Any, trace_id: str) -> Trace:
 
 
 def _running_reason(trace: Trace) -> str:
-    if trace.heartbeat_at is None:
+    if trace.status == TraceStatus.QUEUED or trace.heartbeat_at is None:
         return (
             f"trace {trace.trace_id!r} already has a run queued for a worker; "
             "wait for it to finish or stop it first"
@@ -317,13 +317,10 @@ def _check_model(model: str | None) -> str:
 
 
 def _enqueue(trace_id: str, messages: list[dict[str, Any]], config: RunConfig) -> None:
-    """Hand the run to a worker once the reservation is committed (caller is in a transaction)."""
-    from django_q.tasks import async_task
-
+    """Store the run's request with its reservation; sent to a worker once that commits
+    (the caller is in a transaction; traces/services/queue.py)."""
     config_dict = {k: v for k, v in asdict(config).items() if k != "on_token"}
-    transaction.on_commit(
-        lambda: async_task(RUN_TASK, trace_id, messages, config_dict, task_name=f"run {trace_id}")
-    )
+    queue_run(trace_id, RUN_TASK, [trace_id, messages, config_dict], task_name=f"run {trace_id}")
 
 
 def _cancel_queued(trace: Trace) -> bool:
@@ -331,9 +328,13 @@ def _cancel_queued(trace: Trace) -> bool:
     now = timezone.now()
     with transaction.atomic():
         cancelled = Trace.objects.filter(
-            pk=trace.pk, status=TraceStatus.RUNNING, heartbeat_at__isnull=True, run_token=trace.run_token
+            pk=trace.pk, status=TraceStatus.QUEUED, run_token=trace.run_token
         ).update(
-            status=TraceStatus.STOPPED, completed_at=now, updated_at=now, last_event_id=F("last_event_id") + 1
+            status=TraceStatus.STOPPED,
+            run_request=None,
+            completed_at=now,
+            updated_at=now,
+            last_event_id=F("last_event_id") + 1,
         )
         if not cancelled:
             return False

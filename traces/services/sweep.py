@@ -18,8 +18,9 @@ start) decides from what was persisted:
 
 Every outcome is a compare-and-swap on the token the sweep saw, so concurrent
 sweeps (several workers, several machines) and a worker that comes back to life
-cannot both act: the loser changes nothing. Reservations no worker ever claimed
-(status running, no heartbeat) are the broker's to redeliver; only one older than
+cannot both act: the loser changes nothing. Reservations no worker claimed in
+time (status queued) are sent to the broker again from their stored request
+(traces/services/queue.py:requeue_unclaimed); only one still unclaimed after
 AGENT_QUEUE_GRACE_SECONDS is ended `failed`, as lost.
 """
 
@@ -43,6 +44,7 @@ from traces.notifications import notify_run_ended
 from traces.runner import InvalidRun, RunConfig
 from traces.runner.prepare import plan_existing, text_of
 from traces.selectors import trace_main_path_for_run
+from traces.services.queue import requeue_unclaimed
 from traces.services.runs import _enqueue
 
 logger = logging.getLogger(__name__)
@@ -57,6 +59,7 @@ END_EVENTS: dict[str, str] = {
 @dataclass
 class SweepReport:
     resumed: list[str] = field(default_factory=list)
+    requeued: list[str] = field(default_factory=list)
     completed: list[str] = field(default_factory=list)
     stopped: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
@@ -79,9 +82,7 @@ def runs_sweep_stale(*, now: datetime | None = None) -> SweepReport:
         outcome = trace_recover(trace_id=trace_id, token=token, stale_before=stale_before)
         getattr(report, outcome).append(trace_id)
     lost_before = now - timedelta(seconds=settings.AGENT_QUEUE_GRACE_SECONDS)
-    lost = Trace.objects.filter(
-        status=TraceStatus.RUNNING, heartbeat_at__isnull=True, updated_at__lt=lost_before
-    )
+    lost = Trace.objects.filter(status=TraceStatus.QUEUED, updated_at__lt=lost_before)
     for trace_id, token in lost.values_list("pk", "run_token"):
         reason = (
             f"the queued run was not picked up by any worker within {settings.AGENT_QUEUE_GRACE_SECONDS} s "
@@ -89,6 +90,7 @@ def runs_sweep_stale(*, now: datetime | None = None) -> SweepReport:
         )
         ended = _end(trace_id, token, None, TraceStatus.FAILED, error=reason)
         (report.failed if ended else report.skipped).append(trace_id)
+    report.requeued = requeue_unclaimed(now=now)
     if report:
         logger.warning("stale-run sweep: %s", {k: v for k, v in report.as_dict().items() if v})
     return report
@@ -132,6 +134,7 @@ def _reserve_resume(trace: Trace, config: RunConfig) -> bool:
         reserved = Trace.objects.filter(
             pk=trace.pk, status=TraceStatus.RUNNING, run_token=token, heartbeat_at=trace.heartbeat_at
         ).update(
+            status=TraceStatus.QUEUED,
             run_token=token + 1,
             run_owner="",
             heartbeat_at=None,
@@ -191,15 +194,16 @@ def _end(
     never-claimed reservation): False if anyone acted on the trace meanwhile.
     """
     now = timezone.now()
-    match: dict[str, Any] = {"pk": trace_id, "status": TraceStatus.RUNNING, "run_token": token}
+    match: dict[str, Any] = {"pk": trace_id, "run_token": token}
     if heartbeat_at is None:
-        match["heartbeat_at__isnull"] = True
+        match["status"] = TraceStatus.QUEUED
     else:
-        match["heartbeat_at"] = heartbeat_at
+        match.update(status=TraceStatus.RUNNING, heartbeat_at=heartbeat_at)
     with transaction.atomic():
         changes: dict[str, Any] = {
             "status": status,
             "run_owner": "",
+            "run_request": None,
             "error_message": error,
             "completed_at": now,
             "updated_at": now,

@@ -1,0 +1,115 @@
+"""Queued runs are recoverable from the database alone (traces/services/queue.py, W5).
+
+The broker here is django-q2's real ORM broker (its OrmQ table) or its sync mode;
+`Conf.ORM` names a database alias that does not exist to make the real broker
+fail, as a broker outage does.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+from django_q.conf import Conf
+from django_q.models import OrmQ
+
+from tests.scripted_llm import Reply
+from traces.models import Trace, TraceStatus
+from traces.services.sweep import runs_sweep_stale
+
+
+@pytest.fixture
+def orm_broker(monkeypatch: Any) -> None:
+    """django-q2's ORM broker on the test database: sent tasks are OrmQ rows."""
+    monkeypatch.setattr(Conf, "SYNC", False)
+    monkeypatch.setattr(Conf, "ORM", "default")
+
+
+def start(client: Any, task: str = "say hi") -> str:
+    response = client.post("/api/traces", {"task": task}, format="json")
+    assert response.status_code == 201, response.content
+    return str(response.json()["trace_id"])
+
+
+def test_a_start_while_the_broker_is_down_is_accepted_and_sent_again_by_the_sweep(
+    api_client, integrator, llm, monkeypatch, django_capture_on_commit_callbacks, inline_worker
+):
+    monkeypatch.setattr(Conf, "SYNC", False)
+    monkeypatch.setattr(Conf, "ORM", "no-such-database")  # every send fails inside the real broker
+    client = api_client(integrator)
+    with django_capture_on_commit_callbacks(execute=True):
+        trace_id = start(client)
+
+    trace = Trace.objects.get(pk=trace_id)
+    assert trace.status == TraceStatus.QUEUED and trace.heartbeat_at is None
+    assert trace.run_request is not None and trace.run_request["task"] == "traces.tasks.run_trace"
+    assert client.get(f"/api/traces/{trace_id}").json()["status"] == "queued"
+    assert client.post(f"/api/traces/{trace_id}/run", {"task": "again"}, format="json").status_code == 409
+
+    llm.script("scripted", [Reply(text="hi")])
+    monkeypatch.setattr(Conf, "ORM", "default")  # the broker is back; sync mode runs what is sent
+    monkeypatch.setattr(Conf, "SYNC", True)
+    with inline_worker():
+        report = runs_sweep_stale(now=timezone.now() + timedelta(seconds=31))
+    assert report.requeued == [trace_id]
+    trace.refresh_from_db()
+    assert (trace.status, trace.result_summary, trace.run_request) == (TraceStatus.COMPLETED, "hi", None)
+    assert runs_sweep_stale(now=timezone.now() + timedelta(hours=1)).requeued == []
+
+
+def test_an_unclaimed_request_is_sent_again_with_a_growing_wait(
+    api_client, integrator, llm, orm_broker, django_capture_on_commit_callbacks, settings
+):
+    settings.AGENT_QUEUE_REQUEUE_SECONDS = 30
+    settings.AGENT_QUEUE_REQUEUE_MAX_SECONDS = 100
+    with django_capture_on_commit_callbacks(execute=True):
+        trace_id = start(api_client(integrator))
+    assert OrmQ.objects.count() == 1  # sent once; imagine the broker lost it
+
+    now = timezone.now()
+    assert runs_sweep_stale(now=now + timedelta(seconds=10)).requeued == []  # not yet due
+    assert runs_sweep_stale(now=now + timedelta(seconds=31)).requeued == [trace_id]
+    # Next wait 60 s after that send, then 100 s (the maximum), never twice at once.
+    assert runs_sweep_stale(now=now + timedelta(seconds=80)).requeued == []
+    assert runs_sweep_stale(now=now + timedelta(seconds=92)).requeued == [trace_id]
+    assert runs_sweep_stale(now=now + timedelta(seconds=180)).requeued == []
+    assert runs_sweep_stale(now=now + timedelta(seconds=193)).requeued == [trace_id]
+    assert OrmQ.objects.count() == 4
+    assert Trace.objects.get(pk=trace_id).run_request["sends"] == 4
+
+
+def test_every_send_of_a_request_runs_it_once(
+    api_client, integrator, llm, orm_broker, monkeypatch, django_capture_on_commit_callbacks
+):
+    """The broker delivers the original and the sweep's copy: the second claim finds nothing."""
+    from django_q.signing import SignedPackage
+
+    from traces.tasks import run_trace
+
+    with django_capture_on_commit_callbacks(execute=True):
+        trace_id = start(api_client(integrator))
+    runs_sweep_stale(now=timezone.now() + timedelta(seconds=31))
+    tasks = [SignedPackage.loads(row.payload) for row in OrmQ.objects.order_by("id")]
+    assert [t["args"][0] for t in tasks] == [trace_id, trace_id]
+
+    llm.script("scripted", [Reply(text="once")])
+    monkeypatch.setattr(Conf, "SYNC", True)  # a worker runs the whole run in the task
+    for task in tasks:
+        run_trace(*task["args"])
+    trace = Trace.objects.get(pk=trace_id)
+    assert (trace.status, trace.result_summary, trace.run_token) == (TraceStatus.COMPLETED, "once", 2)
+    assert len(llm.requests_for("scripted")) == 1
+
+
+def test_stopping_a_queued_run_drops_its_request(
+    api_client, integrator, llm, orm_broker, django_capture_on_commit_callbacks
+):
+    client = api_client(integrator)
+    with django_capture_on_commit_callbacks(execute=True):
+        trace_id = start(client)
+    assert client.post(f"/api/traces/{trace_id}/stop").status_code == 202
+    trace = Trace.objects.get(pk=trace_id)
+    assert (trace.status, trace.run_request) == (TraceStatus.STOPPED, None)
+    assert runs_sweep_stale(now=timezone.now() + timedelta(hours=1)).requeued == []

@@ -1,0 +1,99 @@
+"""Handing runs to workers so that the database alone can hand them over again (W5).
+
+A run request is accepted in one transaction: the trace becomes `queued` with a
+fresh `run_token`, and the task and arguments a worker needs go into
+`Trace.run_request`. Only after that commits is the task sent to the broker
+(`queue_run`). Nothing is lost when the broker is:
+
+- down when we send: the send fails, is logged, and the request stays accepted
+  (the API answers 201/202, the trace reads `queued`);
+- lost a task it had (a Redis broker delivers at most once; a killed cluster's
+  prefetched tasks are gone);
+
+in both cases `requeue_unclaimed` (called by the sweep) finds the trace still
+`queued` after AGENT_QUEUE_REQUEUE_SECONDS and sends the stored request again,
+waiting twice as long before each further resend (at most
+AGENT_QUEUE_REQUEUE_MAX_SECONDS). A duplicate delivery is harmless: the worker
+claims exactly the reserved token (traces/runner/store.py:trace_claim), so
+the second claim finds nothing and does nothing. A claim clears `run_request`.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import transaction
+from django.utils import timezone
+
+from traces.models import Trace, TraceStatus
+
+logger = logging.getLogger(__name__)
+
+
+def queue_run(trace_id: str, task: str, args: list[Any], *, task_name: str) -> None:
+    """Store the run's request on its reserved trace and send it once the caller's transaction commits.
+
+    The caller holds a transaction in which it reserved the trace (status queued).
+    """
+    request = {"task": task, "args": _plain(args), "task_name": task_name, "sends": 1}
+    Trace.objects.filter(pk=trace_id, status=TraceStatus.QUEUED).update(
+        run_request=request, queued_at=timezone.now()
+    )
+    transaction.on_commit(lambda: send(trace_id, request))
+
+
+def send(trace_id: str, request: dict[str, Any]) -> bool:
+    """Give the stored request to the broker; False (logged) when the broker refused it."""
+    from django_q.tasks import async_task
+
+    try:
+        async_task(request["task"], *request["args"], task_name=request["task_name"])
+    except Exception as exc:  # any broker failure: the request is safe in the database
+        logger.warning(
+            "could not queue the run of trace %s (%s: %s); it stays queued and the sweep sends it again",
+            trace_id,
+            type(exc).__name__,
+            exc,
+        )
+        return False
+    return True
+
+
+def requeue_unclaimed(*, now: datetime | None = None) -> list[str]:
+    """Send again every queued request no worker claimed in time; returns the trace ids sent."""
+    now = now or timezone.now()
+    base = settings.AGENT_QUEUE_REQUEUE_SECONDS
+    cap = settings.AGENT_QUEUE_REQUEUE_MAX_SECONDS
+    candidates = Trace.objects.filter(
+        status=TraceStatus.QUEUED,
+        run_request__isnull=False,
+        queued_at__lt=now - timedelta(seconds=base),
+    ).values_list("pk", "run_token", "queued_at", "run_request")
+    sent = []
+    for trace_id, token, queued_at, request in candidates:
+        if queued_at is None or not isinstance(request, dict):
+            continue
+        sends = int(request.get("sends", 1))
+        if queued_at > now - timedelta(seconds=min(cap, base * 2 ** (sends - 1))):
+            continue  # backing off: sent again recently
+        again = {**request, "sends": sends + 1}
+        # Compare-and-swap on what we saw: of concurrent sweeps, one sends.
+        taken = Trace.objects.filter(
+            pk=trace_id, status=TraceStatus.QUEUED, run_token=token, queued_at=queued_at
+        ).update(run_request=again, queued_at=now)
+        if taken and send(trace_id, again):
+            sent.append(trace_id)
+    if sent:
+        logger.warning("queued runs sent to the broker again (not claimed in time): %s", sent)
+    return sent
+
+
+def _plain(args: list[Any]) -> list[Any]:
+    """The arguments as stored JSON gives them back (tuples become lists, dates strings)."""
+    import json
+
+    return json.loads(json.dumps(args, cls=DjangoJSONEncoder))
