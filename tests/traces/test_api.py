@@ -256,7 +256,9 @@ def test_a_second_run_request_while_queued_or_running_gets_409(api_client, integ
     assert second.status_code == 409
     assert second.json()["code"] == "run_conflict"
     assert "queued" in second.json()["error"]
-    Trace.objects.filter(pk=trace.pk).update(status="running", heartbeat_at=timezone.now(), run_owner="host:1:2")
+    Trace.objects.filter(pk=trace.pk).update(
+        status="running", heartbeat_at=timezone.now(), run_owner="host:1:2"
+    )
     third = client.post(f"/api/traces/{trace.trace_id}/run", {"messages": user_message("go")}, format="json")
     assert third.status_code == 409
     assert "already running (worker host:1:2" in third.json()["error"]
