@@ -21,6 +21,11 @@ from traces.runner.state import RunState
 from traces.runner.waitwatch import Waiting, wait_watch
 
 
+# How long a model call may take and still have the events emitted before it (round_start,
+# a context injection's) committed with its reply; a slower call commits them at once.
+EVENTS_WAIT_SECONDS = 0.005
+
+
 class ModelCalls(RunnerBase):
     """AgentRunner's model-call steps (a mixin; `self` is the AgentRunner)."""
 
@@ -80,6 +85,11 @@ class ModelCalls(RunnerBase):
         keeps the lease for every waiting run at once; this thread only reads what
         it found, and commits streamed tokens.
         """
+        try:  # an instant answer commits with the events before it, in one commit
+            return future.result(timeout=EVENTS_WAIT_SECONDS)
+        except concurrent.futures.TimeoutError:
+            if run.store.has_pending_events:
+                run.store.commit()  # round_start and the like leave now, not with the reply
         next_pulse = settings.AGENT_TIMEOUT_FIRST_FEEDBACK
         while True:
             connection_release()  # the wait needs no connection: 256 runs never hold 256
