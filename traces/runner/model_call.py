@@ -20,7 +20,6 @@ from traces.runner.history import describe_assistant, new_message
 from traces.runner.state import RunState
 from traces.runner.waitwatch import Waiting, wait_watch
 
-
 # How long a model call may take and still have the events emitted before it (round_start,
 # a context injection's) committed with its reply; a slower call commits them at once.
 EVENTS_WAIT_SECONDS = 0.005
