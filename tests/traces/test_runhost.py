@@ -28,7 +28,7 @@ def reserved(owner: Any) -> tuple[str, RunConfig]:
     Trace.objects.create(
         trace_id=trace_id,
         task="say done",
-        status=TraceStatus.RUNNING,
+        status=TraceStatus.QUEUED,
         owner=owner,
         model="openai/scripted",
         created_at=now,
@@ -70,7 +70,7 @@ def test_a_run_goes_on_in_its_own_thread_and_a_full_host_takes_no_other(integrat
         # full: the second run is not taken, and its reservation stays queued
         assert host.start(second, MESSAGES, second_config, wait=0.3) == FULL
         row = Trace.objects.get(pk=second)
-        assert (row.status, row.heartbeat_at, row.run_owner) == (TraceStatus.RUNNING, None, "")
+        assert (row.status, row.heartbeat_at, row.run_owner) == (TraceStatus.QUEUED, None, "")
     finally:
         gate.set()
     until_idle(host)
