@@ -29,7 +29,6 @@ the watchers' interpreter lock). Not a test; nothing is asserted. Usage:
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
 import os
 import platform
@@ -48,10 +47,18 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.cluster_sampling import CLUSTER_APP, Sampler, wait_ready  # noqa: E402
+from bench.event_latency import watch_delays  # noqa: E402
 from tests.e2e.stack import Stack  # noqa: E402
 from tests.scripted_llm import Reply, ScriptedLLM, ToolCall  # noqa: E402
 
 END = ("final", "error", "stopped")
+# --stacks: name -> (label, PostgreSQL, Redis)
+STACKS = {
+    "sqlite": ("SQLite", False, False),
+    "pg": ("PostgreSQL + Redis", True, True),
+    "postgres": ("PostgreSQL, no Redis", True, False),
+}
 MODEL_CALLS = 3
 
 
@@ -89,70 +96,6 @@ def start_model(delay: float) -> tuple[multiprocessing.process.BaseProcess, str]
     return process, f"http://127.0.0.1:{port.value}/v1"
 
 
-# --- what is sampled during a burst ---------------------------------------------
-
-
-def group_memory(pgid: int) -> tuple[int, int, int]:
-    """(RSS bytes, PSS bytes, processes) summed over the processes of a process group."""
-    rss = pss = count = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-            if int(fields[2]) != pgid:
-                continue
-            with open(f"/proc/{entry}/smaps_rollup") as smaps:
-                for line in smaps:
-                    if line.startswith("Rss:"):
-                        rss += int(line.split()[1]) * 1024
-                    elif line.startswith("Pss:"):
-                        pss += int(line.split()[1]) * 1024
-            count += 1
-        except (OSError, IndexError, ValueError):
-            continue  # the process ended while we read it
-    return rss, pss, count
-
-
-class Sampler(threading.Thread):
-    """Peak memory of the cluster's process group and peak PostgreSQL connections."""
-
-    def __init__(self, pgid: int, pg_url: str | None, interval: float = 0.5) -> None:
-        super().__init__(daemon=True)
-        self.pgid, self.pg_url, self.interval = pgid, pg_url, interval
-        self.rss = self.pss = self.processes = 0
-        self.connections: int | None = None
-        self.active: int | None = None
-        self.halt = threading.Event()
-
-    def run(self) -> None:
-        db = None
-        if self.pg_url:
-            import psycopg
-
-            db = psycopg.connect(self.pg_url, autocommit=True)
-            self.connections = self.active = 0
-        try:
-            while True:
-                rss, pss, processes = group_memory(self.pgid)
-                self.rss, self.pss = max(self.rss, rss), max(self.pss, pss)
-                self.processes = max(self.processes, processes)
-                if db is not None:
-                    total, active = db.execute(
-                        "SELECT count(*), count(*) FILTER (WHERE state <> 'idle') FROM pg_stat_activity"
-                        " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-                        " AND backend_type = 'client backend'"
-                    ).fetchone()  # type: ignore[misc]
-                    self.connections = max(self.connections or 0, total)
-                    self.active = max(self.active or 0, active)
-                if self.halt.wait(self.interval):
-                    return
-        finally:
-            if db is not None:
-                db.close()
-
-
 class Watcher(threading.Thread):
     """Receives one trace's events over the watch socket; keeps the live ones' delays."""
 
@@ -164,16 +107,7 @@ class Watcher(threading.Thread):
 
     def run(self) -> None:
         try:
-            with self.stack.watch(self.trace_id) as socket_:
-                connected = time.time()
-                while True:
-                    event = json.loads(socket_.recv(timeout=3600))
-                    received = time.time()
-                    created = datetime.fromisoformat(event["created_at"]).timestamp()
-                    if created >= connected:
-                        self.delays.append(received - created)
-                    if event["type"] in END:
-                        return
+            self.delays = watch_delays(self.stack, self.trace_id, timeout=3600)
         except Exception as error:  # a lost watcher costs its figures, not the burst
             self.error = f"{type(error).__name__}: {error}"
 
@@ -189,8 +123,9 @@ class Burst:
     processes: int
     connections: int | None
     active: int | None
+    workers: int | None
     delays: list[float] = field(default_factory=list)
-    watch_errors: int = 0
+    watch_errors: list[str] = field(default_factory=list)
     load: str = ""
 
     def percentile(self, q: float) -> float | None:
@@ -256,8 +191,9 @@ def burst(stack: Stack, cluster: subprocess.Popen[bytes], count: int, watchers: 
         processes=sampler.processes,
         connections=sampler.connections,
         active=sampler.active,
+        workers=sampler.workers,
         delays=[delay for watcher in watching for delay in watcher.delays],
-        watch_errors=sum(1 for watcher in watching if watcher.error),
+        watch_errors=[watcher.error for watcher in watching if watcher.error],
         load=load_average(),
     )
 
@@ -268,23 +204,6 @@ def load_average() -> str:
 
 
 # --- a stack, C after C -----------------------------------------------------------
-
-
-def wait_ready(cluster: subprocess.Popen[bytes], timeout: float = 60) -> None:
-    """Until the cluster has forked its processes (guard, workers, monitor, pusher): at least
-    four in its group, unchanged for 1.5 s. Their first task is still cold."""
-    deadline = time.monotonic() + timeout
-    seen, since = 0, time.monotonic()
-    while time.monotonic() < deadline:
-        if cluster.poll() is not None:
-            raise RuntimeError(f"qcluster exited with code {cluster.returncode}")
-        count = group_memory(cluster.pid)[2]
-        if count != seen:
-            seen, since = count, time.monotonic()
-        elif count >= 4 and time.monotonic() - since >= 1.5:
-            return
-        time.sleep(0.25)
-    print(f"  (the cluster's processes did not settle within {timeout:.0f} s; starting anyway)", flush=True)
 
 
 @dataclass
@@ -299,12 +218,14 @@ class Row:
 def measure(
     kind: str, settings: str, env: dict[str, str], args: argparse.Namespace, model_url: str
 ) -> list[Row]:
-    postgres = kind == "pg"
-    stack = Stack(model_url=model_url, redis=postgres, postgres=postgres, cluster=False, **env)
+    _, postgres, redis = STACKS[kind]
+    variables: dict[str, Any] = dict(env)  # AGENT_* names, never one of Stack's own keywords
+    stack = Stack(model_url=model_url, redis=redis, postgres=postgres, cluster=False, **variables)
     rows: list[Row] = []
     try:
         if "AGENT_WORKERS" not in env:
             stack.env.pop("AGENT_WORKERS")  # Stack's test default (2); here the service's own
+        stack.env["PGAPPNAME"] = CLUSTER_APP  # libpq's default application_name; daphne started without
         one: float | None = None
         for count in args.concurrency:
             cluster = stack.start_cluster()
@@ -318,7 +239,7 @@ def measure(
             stack.kill_cluster(cluster)
             one = one or warm.wall
             rows.append(Row(kind, settings, count, cold, warm))
-            report(rows[-1], one)
+            report(rows[-1], one, MODEL_CALLS * args.delay)
     finally:
         stack.stop()
     return rows
@@ -332,39 +253,48 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.0f}"
 
 
-def describe(name: str, result: Burst, one: float) -> str:
-    connections = "n/a" if result.connections is None else f"{result.connections} ({result.active} active)"
+def describe(name: str, result: Burst, one: float, ideal: float) -> str:
+    connections = (
+        "n/a"
+        if result.connections is None
+        else f"{result.connections} ({result.workers} the cluster's, {result.active} active)"
+    )
     watched = f"{len(result.delays)} live events" + (
-        f", {result.watch_errors} watchers lost" if result.watch_errors else ""
+        f", {len(result.watch_errors)} watchers lost: {result.watch_errors[0]}" if result.watch_errors else ""
     )
     return (
-        f"{name} {result.wall:6.2f} s = {result.wall / one:5.2f}x one run; RSS {_gib(result.rss)} GiB,"
+        f"{name} {result.wall:6.2f} s = {result.wall / one:5.2f}x one run ({result.wall / ideal:.2f}x {ideal:g} s);"
+        f" RSS {_gib(result.rss)} GiB,"
         f" PSS {_gib(result.pss)} GiB over {result.processes} processes; db connections {connections};"
         f" events p50 {_ms(result.percentile(0.5))} ms p99 {_ms(result.percentile(0.99))} ms ({watched});"
         f" load {result.load}"
     )
 
 
-def report(row: Row, one: float) -> None:
+def report(row: Row, one: float, ideal: float) -> None:
     print(f"  C={row.count}:", flush=True)
     if row.cold is not None:
-        print("    " + describe("cold", row.cold, one), flush=True)
-    print("    " + describe("warm", row.warm, one), flush=True)
+        print("    " + describe("cold", row.cold, one, ideal), flush=True)
+    print("    " + describe("warm", row.warm, one, ideal), flush=True)
 
 
 def table(rows: list[Row], ones: dict[tuple[str, str], float]) -> None:
     print(
         "\n| stack | settings | C | cold s (x one) | warm s (x one) | peak RSS GiB | peak PSS GiB | processes"
-        " | db connections | events p50 / p99 ms (warm) | load after |"
+        " | db connections (cluster's) | events p50 / p99 ms (warm) | load after |"
     )
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     for row in rows:
         one = ones[(row.stack, row.settings)]
         cold = "-" if row.cold is None else f"{row.cold.wall:.1f} ({row.cold.wall / one:.2f}x)"
         bursts = [b for b in (row.cold, row.warm) if b is not None]
-        connections = "n/a" if row.warm.connections is None else str(max(b.connections or 0 for b in bursts))
+        connections = (
+            "n/a"
+            if row.warm.connections is None
+            else (f"{max(b.connections or 0 for b in bursts)} ({max(b.workers or 0 for b in bursts)})")
+        )
         print(
-            f"| {'SQLite' if row.stack == 'sqlite' else 'PostgreSQL + Redis'} | {row.settings} | {row.count}"
+            f"| {STACKS[row.stack][0]} | {row.settings} | {row.count}"
             f" | {cold} | {row.warm.wall:.1f} ({row.warm.wall / one:.2f}x)"
             f" | {_gib(max(b.rss for b in bursts))} | {_gib(max(b.pss for b in bursts))}"
             f" | {max(b.processes for b in bursts)} | {connections}"
@@ -376,7 +306,7 @@ def parse_env(text: str) -> dict[str, str]:
     pairs = [item.split("=", 1) for item in shlex.split(text.replace(",", " "))]
     if any(len(pair) != 2 for pair in pairs):
         raise SystemExit(f"--tuned wants NAME=VALUE pairs, got {text!r}")
-    return dict(pairs)  # type: ignore[arg-type]
+    return {pair[0]: pair[1] for pair in pairs}
 
 
 def main() -> None:
@@ -385,12 +315,14 @@ def main() -> None:
         "--concurrency", default="1,16,64", help="comma-separated C values (1 is always run first)"
     )
     parser.add_argument(
-        "--stacks", default="sqlite,pg", help="sqlite (embedded default), pg (PostgreSQL + Redis)"
+        "--stacks",
+        default="sqlite,pg",
+        help="sqlite (embedded default: ORM broker, no Redis), pg (PostgreSQL + Redis), postgres (no Redis)",
     )
     parser.add_argument("--settings", default="default", help="default, tuned, or default,tuned")
     parser.add_argument(
         "--tuned",
-        default="AGENT_WORKERS=16",
+        default="AGENT_WORKERS=4 AGENT_RUNS_PER_WORKER=64",
         help="env vars of the tuned settings, e.g. 'AGENT_WORKERS=2 AGENT_RUNS_PER_WORKER=128' (default %(default)s)",
     )
     parser.add_argument("--delay", type=float, default=2.0, help="seconds per model call (default 2)")
@@ -401,6 +333,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.concurrency, args.watchers = "1,4", 4
+    if unknown := set(args.stacks.split(",")) - set(STACKS):
+        parser.error(f"unknown --stacks {', '.join(sorted(unknown))}; use {', '.join(STACKS)}")
     args.concurrency = sorted({1, *(int(c) for c in args.concurrency.split(","))})
     # A background job ignores SIGINT: let `kill` end it through the `finally`s that stop the stack.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -417,7 +351,7 @@ def main() -> None:
         for settings in args.settings.split(","):
             env = parse_env(args.tuned) if settings == "tuned" else {}
             for kind in args.stacks.split(","):
-                label = "SQLite, ORM broker, no Redis" if kind == "sqlite" else "PostgreSQL + Redis"
+                label = STACKS[kind][0]
                 print(f"== {label}, {settings} settings {env or ''}", flush=True)
                 measured = measure(kind, settings, env, args, model_url)
                 ones[(kind, settings)] = measured[0].warm.wall

@@ -1,0 +1,94 @@
+"""What bench/density.py samples from a running cluster: the memory of its process
+group (/proc/<pid>/smaps_rollup), the PostgreSQL connections of the service's
+database (pg_stat_activity), and when its processes have settled after start."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+
+# The cluster's PGAPPNAME (libpq's default application_name): its connections apart from daphne's.
+CLUSTER_APP = "agentsite-cluster"
+
+
+def group_memory(pgid: int) -> tuple[int, int, int]:
+    """(RSS bytes, PSS bytes, processes) summed over the processes of a process group."""
+    rss = pss = count = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            if int(fields[2]) != pgid:
+                continue
+            with open(f"/proc/{entry}/smaps_rollup") as smaps:
+                for line in smaps:
+                    if line.startswith("Rss:"):
+                        rss += int(line.split()[1]) * 1024
+                    elif line.startswith("Pss:"):
+                        pss += int(line.split()[1]) * 1024
+            count += 1
+        except (OSError, IndexError, ValueError):
+            continue  # the process ended while we read it
+    return rss, pss, count
+
+
+class Sampler(threading.Thread):
+    """Peak memory of the cluster's process group and peak PostgreSQL connections."""
+
+    def __init__(self, pgid: int, pg_url: str | None, interval: float = 0.5) -> None:
+        super().__init__(daemon=True)
+        self.pgid, self.pg_url, self.interval = pgid, pg_url, interval
+        self.rss = self.pss = self.processes = 0
+        self.connections: int | None = None
+        self.active: int | None = None  # not idle
+        self.workers: int | None = None  # the cluster's own (application_name, see measure)
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        db = None
+        if self.pg_url:
+            import psycopg
+
+            db = psycopg.connect(self.pg_url, autocommit=True)
+            self.connections = self.active = self.workers = 0
+        try:
+            while True:
+                rss, pss, processes = group_memory(self.pgid)
+                self.rss, self.pss = max(self.rss, rss), max(self.pss, pss)
+                self.processes = max(self.processes, processes)
+                if db is not None:
+                    total, active, workers = db.execute(
+                        "SELECT count(*), count(*) FILTER (WHERE state <> 'idle'),"
+                        f" count(*) FILTER (WHERE application_name = '{CLUSTER_APP}') FROM pg_stat_activity"
+                        " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                        " AND backend_type = 'client backend'"
+                    ).fetchone()  # type: ignore[misc]
+                    self.connections = max(self.connections or 0, total)
+                    self.active = max(self.active or 0, active)
+                    self.workers = max(self.workers or 0, workers)
+                if self.halt.wait(self.interval):
+                    return
+        finally:
+            if db is not None:
+                db.close()
+
+
+def wait_ready(cluster: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    """Until the cluster has forked its processes (guard, workers, monitor, pusher): at least
+    four in its group, unchanged for 1.5 s. Their first task is still cold."""
+    deadline = time.monotonic() + timeout
+    seen, since = 0, time.monotonic()
+    while time.monotonic() < deadline:
+        if cluster.poll() is not None:
+            raise RuntimeError(f"qcluster exited with code {cluster.returncode}")
+        count = group_memory(cluster.pid)[2]
+        if count != seen:
+            seen, since = count, time.monotonic()
+        elif count >= 4 and time.monotonic() - since >= 1.5:
+            return
+        time.sleep(0.25)
+    print(f"  (the cluster's processes did not settle within {timeout:.0f} s; starting anyway)", flush=True)
