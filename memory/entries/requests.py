@@ -86,7 +86,9 @@ def _with_memory(trace: Trace, messages: list[dict[str, Any]], emit: Emit) -> li
     elif state.recall is not None:
         _join(state, messages, emit)
     entries = memory_entries_in_scope(state.scope)
-    index = memory_index(entries[:MAX_LINES], total=entries.count())
+    listed = list(entries[:MAX_LINES])
+    # Fewer than a page: that is all of them, no COUNT needed (one query per call saved).
+    index = memory_index(listed, total=len(listed) if len(listed) < MAX_LINES else entries.count())
     extra = [m for m in (index.text if index else None, state.recalled) if m]
     if not extra:
         return None
