@@ -36,6 +36,23 @@ def group_memory(pgid: int) -> tuple[int, int, int]:
     return rss, pss, count
 
 
+def group_cpu(pgid: int) -> float:
+    """CPU seconds (user + system, all threads) used so far by the live processes of a
+    process group (/proc/<pid>/stat utime and stime)."""
+    ticks = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            if int(fields[2]) == pgid:
+                ticks += int(fields[11]) + int(fields[12])
+        except (OSError, IndexError, ValueError):
+            continue  # the process ended while we read it
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 class Sampler(threading.Thread):
     """Peak memory of the cluster's process group and peak PostgreSQL connections."""
 

@@ -47,7 +47,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.cluster_sampling import CLUSTER_APP, Sampler, wait_ready  # noqa: E402
+from bench.cluster_sampling import CLUSTER_APP, Sampler, group_cpu, wait_ready  # noqa: E402
 from bench.event_latency import watch_delays  # noqa: E402
 from tests.e2e.stack import Stack  # noqa: E402
 from tests.scripted_llm import Reply, ScriptedLLM, ToolCall  # noqa: E402
@@ -124,6 +124,8 @@ class Burst:
     connections: int | None
     active: int | None
     workers: int | None
+    cpu: float = 0.0  # CPU seconds of the cluster's processes during the burst
+    web_cpu: float = 0.0  # of daphne (the POSTs, the watchers' sockets, the count polls)
     delays: list[float] = field(default_factory=list)
     watch_errors: list[str] = field(default_factory=list)
     load: str = ""
@@ -160,6 +162,8 @@ def burst(stack: Stack, cluster: subprocess.Popen[bytes], count: int, watchers: 
     sampler.start()
     step = max(1, count // max(1, watchers))
     watched = set(range(0, count, step)[:watchers])
+    assert stack.daphne is not None
+    cpu, web_cpu = group_cpu(cluster.pid), group_cpu(stack.daphne.pid)
     started = time.perf_counter()
     with ThreadPoolExecutor(min(count, 32)) as pool:
         futures = [pool.submit(start_run, stack, index) for index in range(count)]
@@ -180,6 +184,7 @@ def burst(stack: Stack, cluster: subprocess.Popen[bytes], count: int, watchers: 
             raise RuntimeError(f"the burst of {count} did not complete within {timeout:.0f} s")
         time.sleep(0.2)
     wall = time.perf_counter() - started
+    cpu, web_cpu = group_cpu(cluster.pid) - cpu, group_cpu(stack.daphne.pid) - web_cpu
     for watcher in watching:
         watcher.join(timeout=30)
     sampler.halt.set()
@@ -192,6 +197,8 @@ def burst(stack: Stack, cluster: subprocess.Popen[bytes], count: int, watchers: 
         connections=sampler.connections,
         active=sampler.active,
         workers=sampler.workers,
+        cpu=cpu,
+        web_cpu=web_cpu,
         delays=[delay for watcher in watching for delay in watcher.delays],
         watch_errors=[watcher.error for watcher in watching if watcher.error],
         load=load_average(),
@@ -253,7 +260,7 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.0f}"
 
 
-def describe(name: str, result: Burst, one: float, ideal: float) -> str:
+def describe(name: str, result: Burst, one: float, ideal: float, count: int) -> str:
     connections = (
         "n/a"
         if result.connections is None
@@ -265,7 +272,10 @@ def describe(name: str, result: Burst, one: float, ideal: float) -> str:
     return (
         f"{name} {result.wall:6.2f} s = {result.wall / one:5.2f}x one run ({result.wall / ideal:.2f}x {ideal:g} s);"
         f" RSS {_gib(result.rss)} GiB,"
-        f" PSS {_gib(result.pss)} GiB over {result.processes} processes; db connections {connections};"
+        f" PSS {_gib(result.pss)} GiB over {result.processes} processes;"
+        f" CPU cluster {result.cpu:.1f} s ({1000 * result.cpu / count:.0f} ms/run),"
+        f" daphne {result.web_cpu:.1f} s ({1000 * result.web_cpu / count:.0f} ms/run);"
+        f" db connections {connections};"
         f" events p50 {_ms(result.percentile(0.5))} ms p99 {_ms(result.percentile(0.99))} ms ({watched});"
         f" load {result.load}"
     )
@@ -274,16 +284,16 @@ def describe(name: str, result: Burst, one: float, ideal: float) -> str:
 def report(row: Row, one: float, ideal: float) -> None:
     print(f"  C={row.count}:", flush=True)
     if row.cold is not None:
-        print("    " + describe("cold", row.cold, one, ideal), flush=True)
-    print("    " + describe("warm", row.warm, one, ideal), flush=True)
+        print("    " + describe("cold", row.cold, one, ideal, row.count), flush=True)
+    print("    " + describe("warm", row.warm, one, ideal, row.count), flush=True)
 
 
 def table(rows: list[Row], ones: dict[tuple[str, str], float]) -> None:
     print(
         "\n| stack | settings | C | cold s (x one) | warm s (x one) | peak RSS GiB | peak PSS GiB | processes"
-        " | db connections (cluster's) | events p50 / p99 ms (warm) | load after |"
+        " | CPU ms/run cluster + daphne (warm) | db connections (cluster's) | events p50 / p99 ms (warm) | load after |"
     )
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     for row in rows:
         one = ones[(row.stack, row.settings)]
         cold = "-" if row.cold is None else f"{row.cold.wall:.1f} ({row.cold.wall / one:.2f}x)"
@@ -297,7 +307,9 @@ def table(rows: list[Row], ones: dict[tuple[str, str], float]) -> None:
             f"| {STACKS[row.stack][0]} | {row.settings} | {row.count}"
             f" | {cold} | {row.warm.wall:.1f} ({row.warm.wall / one:.2f}x)"
             f" | {_gib(max(b.rss for b in bursts))} | {_gib(max(b.pss for b in bursts))}"
-            f" | {max(b.processes for b in bursts)} | {connections}"
+            f" | {max(b.processes for b in bursts)}"
+            f" | {1000 * row.warm.cpu / row.count:.0f} + {1000 * row.warm.web_cpu / row.count:.0f}"
+            f" | {connections}"
             f" | {_ms(row.warm.percentile(0.5))} / {_ms(row.warm.percentile(0.99))} | {row.warm.load} |"
         )
 
