@@ -426,6 +426,9 @@ AGENT_DOORBELL_DIR = env_str("AGENT_DOORBELL_DIR")
 # How often a WebSocket watcher re-reads the event log without a doorbell: a
 # safety net for a lost ring (a doorbell only wakes it sooner).
 AGENT_WATCH_POLL_SECONDS = env_float("AGENT_WATCH_POLL_SECONDS", 5.0, minimum=0.05)
+# While the channel layer fails (Redis down) watch sockets read the event table this
+# often instead (traces/events/consumers.py), and try to join their groups again.
+AGENT_WATCH_DEGRADED_POLL_SECONDS = env_float("AGENT_WATCH_DEGRADED_POLL_SECONDS", 1.0, minimum=0.05)
 
 # A run may take long; its own lease and heartbeat (W5) guard it, so the
 # broker's timeout only bounds a wedged task. timeout must stay below retry.

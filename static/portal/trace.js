@@ -176,6 +176,12 @@
   }
 
   function handle(ev) {
+    if (ev.type === "watch_status") {
+      // Not an event (no event_id): the server reads the event table on a short poll
+      // while its channel layer (Redis) is down, "ok" again once it is back.
+      document.body.classList.toggle("ws-degraded", ev.live === "degraded");
+      return;
+    }
     if (ev.trace_id && ev.trace_id !== traceId) return handleChild(ev);
     if (ev.event_id <= since) return;
     since = ev.event_id;
@@ -225,7 +231,7 @@
       handle(ev);
     };
     socket.onclose = function (e) {
-      document.body.classList.remove("ws-open");
+      document.body.classList.remove("ws-open", "ws-degraded");
       if ((ended && data.live === "0") || e.code === 4401 || e.code === 4404 || e.code === 4400) return;
       setTimeout(connect, retry);
       retry = Math.min(retry * 2, 10000);

@@ -25,6 +25,20 @@ layer:
   (traces/events/bells.py), which this consumer listens to while it is open;
   the poll (5 s) is the safety net as well.
 
+When the channel layer fails (Redis down: a group_add, group_discard or the
+layer's receive raises or hangs past LAYER_TIMEOUT), the socket stays open: the
+pump reads the table every AGENT_WATCH_DEGRADED_POLL_SECONDS (1 s) instead of
+waiting for rings, new sockets are accepted the same way, and every cycle tries
+to join its groups again; once that works (Redis back: it lost its groups if it
+restarted) the socket returns to the doorbell. Cursors keep it gap- and
+duplicate-free through both switches. The client learns of each switch by a
+status frame, the only frame that is not an event (it has no `event_id`):
+
+    {"type": "watch_status", "trace_id": "<watched trace>", "live": "degraded" | "ok"}
+
+sent when the socket enters the degraded mode (at connect if Redis is already
+down) and when it leaves it; static/portal/trace.js shows "live (degraded)".
+
 Close codes: 4401 not authenticated, 4404 unknown trace or someone else's (as
 the REST API, which answers 404 for both), 4400 bad `since`, `children` or
 `cursors`, 4503 the database is unreachable (at connect:
@@ -41,7 +55,10 @@ from collections.abc import Callable
 from typing import Any
 
 from channels.db import database_sync_to_async
+from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from channels.layers import get_channel_layer
+from channels.utils import await_many_dispatch
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
@@ -56,6 +73,9 @@ CLOSE_NOT_AUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
 CLOSE_UNAVAILABLE = 4503
 BATCH = 500
+# A channel-layer call that has not answered in this long counts as failed.
+LAYER_TIMEOUT = 3.0
+STATUS_TYPE = "watch_status"
 
 
 def trace_visible(user: Any, trace_id: str) -> bool:
@@ -77,6 +97,74 @@ class TraceWatchConsumer(AsyncJsonWebsocketConsumer):
     doorbells: set[str]
     pump: asyncio.Task[None] | None = None
     unlisten: Callable[[], None] | None = None
+    degraded = False  # the channel layer failed: the pump polls the table
+    status_sent = "ok"
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """As AsyncConsumer.__call__, but a failing channel layer does not end the socket:
+        its receive is retried (`_channel_receive`) instead of raising out of the consumer."""
+        self.scope = scope
+        layer = get_channel_layer(self.channel_layer_alias)
+        self.base_send = send
+        receivers: list[Any] = [receive]
+        if layer is not None:
+            self.channel_layer = layer
+            self.channel_name = await layer.new_channel()
+            receivers.append(self._channel_receive)
+        with contextlib.suppress(StopConsumer):
+            await await_many_dispatch(receivers, self.dispatch)
+
+    async def _channel_receive(self) -> dict[str, Any]:
+        """The next channel-layer message; while the layer fails, retried every degraded poll."""
+        while True:
+            try:
+                message: dict[str, Any] = await self.channel_layer.receive(self.channel_name)
+                return message
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self._layer_failed("receive", exc)
+                await asyncio.sleep(settings.AGENT_WATCH_DEGRADED_POLL_SECONDS)
+
+    def _layer_failed(self, what: str, exc: BaseException) -> None:
+        if not self.degraded:
+            logger.warning(
+                "watch of trace %s: channel layer %s failed (%s: %s); reading the event table every %s s",
+                getattr(self, "trace_id", "?"),
+                what,
+                type(exc).__name__,
+                exc,
+                settings.AGENT_WATCH_DEGRADED_POLL_SECONDS,
+            )
+        self.degraded = True
+        bell = getattr(self, "bell", None)
+        if bell is not None:
+            bell.set()  # the pump switches to the short poll now
+
+    async def _layer(self, what: str, call: Any) -> bool:
+        """Run one channel-layer call; False (and degraded) when it fails or hangs."""
+        try:
+            await asyncio.wait_for(call, timeout=LAYER_TIMEOUT)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self._layer_failed(what, exc)
+            return False
+        return True
+
+    async def _send_status(self) -> None:
+        status = "degraded" if self.degraded else "ok"
+        if status != self.status_sent:
+            self.status_sent = status
+            await self.send_json({"type": STATUS_TYPE, "trace_id": self.trace_id, "live": status})
+
+    async def _rejoin(self) -> None:
+        """Degraded: join every group again; when all joins work, back to the doorbell."""
+        self.degraded = False
+        for group in sorted(self.doorbells):
+            if not await self._layer("group_add", self.channel_layer.group_add(group, self.channel_name)):
+                return
+        logger.warning("watch of trace %s: channel layer back, following the doorbell", self.trace_id)
 
     async def connect(self) -> None:
         self.doorbells = set()
@@ -108,8 +196,12 @@ class TraceWatchConsumer(AsyncJsonWebsocketConsumer):
             self.pump.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self.pump
-        for group in self.doorbells:
-            await self.channel_layer.group_discard(group, self.channel_name)
+        if not self.degraded:
+            for group in self.doorbells:
+                if not await self._layer(
+                    "group_discard", self.channel_layer.group_discard(group, self.channel_name)
+                ):
+                    break  # the entries expire with the layer's group_expiry
         self.doorbells = set()
         if self.unlisten is not None:
             self.unlisten()
@@ -125,15 +217,19 @@ class TraceWatchConsumer(AsyncJsonWebsocketConsumer):
     async def _join(self, trace_ids: list[str]) -> bool:
         """Join the doorbell groups of `trace_ids`; whether any was new."""
         new = {group_for(trace_id) for trace_id in trace_ids} - self.doorbells
-        for group in new:
-            await self.channel_layer.group_add(group, self.channel_name)
-        self.doorbells |= new
+        self.doorbells |= new  # a join that fails now is made again by `_rejoin`
+        for group in sorted(new):
+            if self.degraded or not await self._layer(
+                "group_add", self.channel_layer.group_add(group, self.channel_name)
+            ):
+                break
         return bool(new)
 
     async def _leave(self, trace_ids: list[str]) -> None:
         for group in {group_for(trace_id) for trace_id in trace_ids} & self.doorbells:
-            await self.channel_layer.group_discard(group, self.channel_name)
             self.doorbells.discard(group)
+            if not self.degraded:
+                await self._layer("group_discard", self.channel_layer.group_discard(group, self.channel_name))
 
     async def _pump(self) -> None:
         try:
@@ -149,10 +245,12 @@ class TraceWatchConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=1011)
 
     async def _stream(self) -> None:
-        poll = settings.AGENT_WATCH_POLL_SECONDS
         watched = self.watched
         while True:
             self.bell.clear()
+            if self.degraded:
+                await self._rejoin()
+            await self._send_status()
             heads = await awatched_heads(
                 self.user, self.trace_id, known=watched.depths(), children=watched.children
             )
@@ -170,5 +268,10 @@ class TraceWatchConsumer(AsyncJsonWebsocketConsumer):
                 self.bell.set()
             if len(batch) == BATCH:
                 continue
+            poll = (
+                settings.AGENT_WATCH_DEGRADED_POLL_SECONDS
+                if self.degraded
+                else settings.AGENT_WATCH_POLL_SECONDS
+            )
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.bell.wait(), timeout=poll)

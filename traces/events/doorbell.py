@@ -32,8 +32,8 @@ import logging
 import os
 import re
 import threading
+import time
 from collections.abc import Callable
-from concurrent.futures import Future
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -115,24 +115,65 @@ def _deliver(trace_id: str | None, last_event_id: int) -> None:
 
 
 class _Sender:
-    """One event loop in a daemon thread that owns a channel layer for this process."""
+    """One event loop in a daemon thread that owns a channel layer for this process.
+
+    A Redis outage costs rings, never the run: each send gives up after
+    SEND_TIMEOUT, at most MAX_IN_FLIGHT sends wait at once (further rings are
+    dropped while they do: the watchers poll the table meanwhile), failures are
+    logged once per LOG_EVERY seconds, and redis-py reconnects on the first send
+    after Redis is back.
+    """
+
+    SEND_TIMEOUT = 2.0
+    MAX_IN_FLIGHT = 1000
+    LOG_EVERY = 30.0
 
     def __init__(self) -> None:
         self.pid = os.getpid()
         self.loop = asyncio.new_event_loop()
         self.layer = channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)
+        self.in_flight = 0
+        self.dropped = 0
+        self.failing_since: float | None = None
+        self._logged_at = 0.0
+        self._lock = threading.Lock()
         thread = threading.Thread(target=self.loop.run_forever, name="doorbell", daemon=True)
         thread.start()
 
     def send(self, group: str, message: dict[str, Any]) -> None:
-        future = asyncio.run_coroutine_threadsafe(self.layer.group_send(group, message), self.loop)
-        future.add_done_callback(_log_failure)
+        with self._lock:
+            if self.in_flight >= self.MAX_IN_FLIGHT:
+                self.dropped += 1
+                return
+            self.in_flight += 1
+        asyncio.run_coroutine_threadsafe(self._send(group, message), self.loop)
 
+    async def _send(self, group: str, message: dict[str, Any]) -> None:
+        try:
+            await asyncio.wait_for(self.layer.group_send(group, message), timeout=self.SEND_TIMEOUT)
+        except Exception as exc:
+            self._failed(exc)
+        else:
+            if self.failing_since is not None:
+                logger.warning(
+                    "doorbell delivered again after %.1f s of failures (%d rings dropped)",
+                    time.monotonic() - self.failing_since,
+                    self.dropped,
+                )
+                self.failing_since, self.dropped = None, 0
+        finally:
+            with self._lock:
+                self.in_flight -= 1
 
-def _log_failure(future: Future[Any]) -> None:
-    exc = future.exception()
-    if exc is not None:
-        logger.warning("doorbell not delivered (watchers fall back to polling): %s", exc)
+    def _failed(self, exc: BaseException) -> None:
+        now = time.monotonic()
+        if self.failing_since is None:
+            self.failing_since = now
+        if now - self._logged_at >= self.LOG_EVERY:
+            self._logged_at = now
+            logger.warning(
+                "doorbell not delivered (watchers fall back to polling): %s: %s", type(exc).__name__, exc
+            )
 
 
 _sender_lock = threading.Lock()
