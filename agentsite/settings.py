@@ -465,6 +465,10 @@ AGENT_QUEUE_GRACE_SECONDS = env_int("AGENT_QUEUE_GRACE_SECONDS", 2 * _task_retry
 # request (traces/services/queue.py), the wait doubling up to the maximum.
 AGENT_QUEUE_REQUEUE_SECONDS = env_int("AGENT_QUEUE_REQUEUE_SECONDS", 30, minimum=1)
 AGENT_QUEUE_REQUEUE_MAX_SECONDS = env_int("AGENT_QUEUE_REQUEUE_MAX_SECONDS", 600, minimum=1)
+# Besides the django-q2 schedule (every minute) each worker process sweeps this often
+# (traces/sweeper.py), so a dead machine's runs, queued ones included, resume within
+# about AGENT_LEASE_SECONDS + this; 0 turns it off.
+AGENT_SWEEP_SECONDS = env_float("AGENT_SWEEP_SECONDS", 10.0, minimum=0)
 
 # --- Notifications (traces/notifications.py) --------------------------------
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from django.conf import settings
 
+from traces import sweeper
 from traces.runhost import FULL, reservation_touch, run_host, run_in_this_thread
 from traces.runner import RunConfig
 from traces.services.runs import RUN_TASK
@@ -91,3 +92,4 @@ def on_worker_start(sender: Any = None, proc_name: str = "", **kwargs: Any) -> N
         sweep_stale_runs()
     except Exception:
         logger.exception("stale-run sweep at worker start (%s) failed", proc_name)
+    sweeper.start()  # and every AGENT_SWEEP_SECONDS from now on

@@ -13,6 +13,7 @@ import pytest
 from django.utils import timezone
 
 from tests.scripted_llm import Reply, ToolCall
+from traces import sweeper
 from traces.models import Goal, GoalStatus, Message, Trace, TraceEvent, TraceStatus
 from traces.runner import AgentRunner, RunConfig
 from traces.services.sweep import runs_sweep_stale, trace_recover
@@ -239,6 +240,10 @@ def test_each_worker_start_ensures_one_schedule_and_sweeps(
     with django_capture_on_commit_callbacks(execute=True):
         on_worker_start(proc_name="Process-1:1")
         on_worker_start(proc_name="Process-1:2")
+    try:  # and from then on every AGENT_SWEEP_SECONDS, from one thread (traces/sweeper.py)
+        assert [t.name for t in threading.enumerate()].count("sweeper") == 1
+    finally:
+        sweeper.stop()
     schedule = Schedule.objects.get(name=SWEEP_SCHEDULE_NAME)
     assert (schedule.func, schedule.schedule_type, schedule.minutes) == (SWEEP_TASK, Schedule.MINUTES, 1)
     assert [args[1] for args in enqueued] == [trace.trace_id]
