@@ -113,3 +113,30 @@ def test_stopping_a_queued_run_drops_its_request(
     trace = Trace.objects.get(pk=trace_id)
     assert (trace.status, trace.run_request) == (TraceStatus.STOPPED, None)
     assert runs_sweep_stale(now=timezone.now() + timedelta(hours=1)).requeued == []
+
+
+def test_failed_resends_during_an_outage_do_not_grow_the_wait(integrator, monkeypatch, orm_broker):
+    now = timezone.now()
+    trace = Trace.objects.create(
+        task="t",
+        owner=integrator,
+        status=TraceStatus.QUEUED,
+        run_token=1,
+        run_request={
+            "task": "traces.tasks.run_trace",
+            "args": ["x", [], {}],
+            "task_name": "run x",
+            "sends": 1,
+        },
+        queued_at=now,
+    )
+    monkeypatch.setattr(Conf, "ORM", "no-such-database")  # the broker is down
+    for n in range(1, 5):  # four tries, each one base interval (30 s) after the last
+        assert runs_sweep_stale(now=now + timedelta(seconds=31 * n)).requeued == []
+        trace.refresh_from_db()
+        assert trace.run_request["sends"] == 1 and trace.status == TraceStatus.QUEUED
+    monkeypatch.setattr(Conf, "ORM", "default")  # back: sent at the next base interval
+    assert runs_sweep_stale(now=now + timedelta(seconds=31 * 5)).requeued == [trace.trace_id]
+    assert OrmQ.objects.count() == 1
+    trace.refresh_from_db()
+    assert trace.run_request["sends"] == 2

@@ -13,7 +13,8 @@ fresh `run_token`, and the task and arguments a worker needs go into
 in both cases `requeue_unclaimed` (called by the sweep) finds the trace still
 `queued` after AGENT_QUEUE_REQUEUE_SECONDS and sends the stored request again,
 waiting twice as long before each further resend (at most
-AGENT_QUEUE_REQUEUE_MAX_SECONDS). A duplicate delivery is harmless: the worker
+AGENT_QUEUE_REQUEUE_MAX_SECONDS; a send the broker refused does not count, so
+after a broker outage the wait is one base interval at most). A duplicate delivery is harmless: the worker
 claims exactly the reserved token (traces/runner/store.py:trace_claim), so
 the second claim finds nothing and does nothing. A claim clears `run_request`.
 """
@@ -85,8 +86,16 @@ def requeue_unclaimed(*, now: datetime | None = None) -> list[str]:
         taken = Trace.objects.filter(
             pk=trace_id, status=TraceStatus.QUEUED, run_token=token, queued_at=queued_at
         ).update(run_request=again, queued_at=now)
-        if taken and send(trace_id, again):
+        if not taken:
+            continue
+        if send(trace_id, again):
             sent.append(trace_id)
+        else:
+            # Not delivered: the wait does not grow, so an outage's end is noticed within
+            # one base interval, not after a wait doubled by every failed try.
+            Trace.objects.filter(
+                pk=trace_id, status=TraceStatus.QUEUED, run_token=token, queued_at=now
+            ).update(run_request=request)
     if sent:
         logger.warning("queued runs sent to the broker again (not claimed in time): %s", sent)
     return sent
