@@ -207,7 +207,9 @@ def preload() -> None:
 
     Called in the qcluster parent before it forks its workers (traces/apps.py):
     litellm's lazy provider modules, the OpenAI SDK's resources (about 450
-    modules, seconds of a first call otherwise) and the HTTP stack. A workerless
+    modules, seconds of a first call otherwise), the HTTP stack and the built-in
+    tools (BeautifulSoup, Pillow, the browser's modules: ~0.6 s of CPU in each
+    worker's first run otherwise, measured with py-spy in bench/density.py). A workerless
     litellm call with `mock_response` walks the request path without a network
     call. Forked workers share these pages; none opens a connection here.
     """
@@ -218,6 +220,9 @@ def preload() -> None:
     import litellm.llms.anthropic.chat.handler
     import openai
 
+    from tools.registry import load_builtin_tools
+
+    load_builtin_tools()
     client = openai.OpenAI(api_key="sk-preload", base_url="http://127.0.0.1:9/v1")
     try:
         client.chat.completions.with_raw_response  # noqa: B018 (the access imports the resource)
