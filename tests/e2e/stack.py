@@ -72,6 +72,7 @@ class Stack:
         self.pg: Any = None
         self.redis: subprocess.Popen[bytes] | None = None
         self.daphne: subprocess.Popen[bytes] | None = None
+        self.daphnes: list[subprocess.Popen[bytes]] = []  # further web servers (start_daphne)
         self.clusters: list[subprocess.Popen[bytes]] = []
         base = {
             k: v for k, v in os.environ.items() if not k.startswith(("AGENT_", "DATABASE_URL", "REDIS_URL"))
@@ -96,24 +97,9 @@ class Stack:
                 self.pg = throwaway_pg.start()
                 self.env["DATABASE_URL"] = self.pg.url
             if redis:
-                port = free_port()
-                self.redis = subprocess.Popen(
-                    [
-                        REDIS_SERVER,
-                        "--port",
-                        str(port),
-                        "--bind",
-                        "127.0.0.1",
-                        "--save",
-                        "",
-                        "--appendonly",
-                        "no",
-                    ],
-                    stdout=subprocess.DEVNULL,
-                    process_group=0,
-                )
-                wait_for_port(port, self.redis, "redis-server")
-                self.env["REDIS_URL"] = f"redis://127.0.0.1:{port}/0"
+                self.redis_port = free_port()
+                self.start_redis()
+                self.env["REDIS_URL"] = f"redis://127.0.0.1:{self.redis_port}/0"
             self.manage("migrate", "-v", "0")
             tokens = self.manage(
                 "shell",
@@ -124,21 +110,7 @@ class Stack:
                 "print(Token.objects.create(user=u).key, Token.objects.create(user=e).key)",
             ).split()[-2:]
             self.token, self.expert_token = tokens
-            self.port = free_port()
-            self.daphne = self._spawn(
-                [
-                    sys.executable,
-                    "-m",
-                    "daphne",
-                    "-b",
-                    "127.0.0.1",
-                    "-p",
-                    str(self.port),
-                    "agentsite.asgi:application",
-                ],
-                "daphne",
-            )
-            wait_for_port(self.port, self.daphne, "daphne")
+            self.daphne, self.port = self._start_daphne("daphne")
             if cluster:
                 self.start_cluster()
         except BaseException:
@@ -160,6 +132,52 @@ class Stack:
             raise RuntimeError(f"manage.py {args[0]} failed:\n{result.stderr[-3000:]}")
         return result.stdout
 
+    def _start_daphne(self, name: str) -> tuple[subprocess.Popen[bytes], int]:
+        port = free_port()
+        cmd = [
+            sys.executable,
+            "-m",
+            "daphne",
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "agentsite.asgi:application",
+        ]
+        process = self._spawn(cmd, name)
+        wait_for_port(port, process, name)
+        return process, port
+
+    def start_daphne(self) -> tuple[subprocess.Popen[bytes], int]:
+        """Another web server on the same databases (a second machine's): its process and port."""
+        process, port = self._start_daphne(f"daphne-{len(self.daphnes) + 1}")
+        self.daphnes.append(process)
+        return process, port
+
+    def start_redis(self) -> None:
+        """Start Redis (again, on the same port, empty: no persistence)."""
+        self.redis = subprocess.Popen(
+            [
+                REDIS_SERVER,
+                "--port",
+                str(self.redis_port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ],
+            stdout=subprocess.DEVNULL,
+            process_group=0,
+        )
+        wait_for_port(self.redis_port, self.redis, "redis-server")
+
+    def stop_redis(self) -> None:
+        """An outage: Redis ends (SIGKILL) and its port refuses connections until start_redis."""
+        if self.redis is not None:
+            kill_group(self.redis, signal.SIGKILL)
+
     def _spawn(self, cmd: list[str], name: str) -> subprocess.Popen[bytes]:
         with open(self.tmp / f"{name}.log", "ab") as log:  # the child keeps its own copy of the fd
             return subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=log, stderr=log, process_group=0)
@@ -174,7 +192,7 @@ class Stack:
         kill_group(cluster, signal.SIGKILL)
 
     def stop(self) -> None:
-        for process in [*self.clusters, self.daphne]:
+        for process in [*self.clusters, self.daphne, *self.daphnes]:
             if process is not None and process.poll() is None:
                 kill_group(process, signal.SIGKILL)
         if self.redis is not None:
@@ -194,13 +212,20 @@ class Stack:
         return f"http://127.0.0.1:{self.port}/api"
 
     def api(
-        self, method: str, path: str, body: dict[str, Any] | None = None, *, as_expert: bool = False
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        *,
+        as_expert: bool = False,
+        port: int | None = None,
     ) -> tuple[int, Any]:
-        """A call as the integrator (the traces' owner), or as the staff expert."""
+        """A call as the integrator (the traces' owner), or as the staff expert; through
+        the first daphne, or the one on `port`."""
         data = json.dumps(body).encode() if body is not None else None
         token = self.expert_token if as_expert else self.token
         request = urllib.request.Request(
-            f"{self.http}{path}",
+            f"http://127.0.0.1:{port or self.port}/api{path}",
             data=data,
             method=method,
             headers={"Authorization": f"Token {token}", "Content-Type": "application/json"},
@@ -211,14 +236,14 @@ class Stack:
         except urllib.error.HTTPError as error:
             return error.code, json.loads(error.read() or b"null")
 
-    def watch_url(self, trace_id: str, since: int = 0) -> str:
-        return f"ws://127.0.0.1:{self.port}/api/traces/{trace_id}/watch?since={since}"
+    def watch_url(self, trace_id: str, since: int = 0, port: int | None = None) -> str:
+        return f"ws://127.0.0.1:{port or self.port}/api/traces/{trace_id}/watch?since={since}"
 
-    def watch(self, trace_id: str, since: int = 0) -> Any:
+    def watch(self, trace_id: str, since: int = 0, *, port: int | None = None) -> Any:
         from websockets.sync.client import connect
 
         return connect(
-            self.watch_url(trace_id, since), additional_headers={"Authorization": f"Token {self.token}"}
+            self.watch_url(trace_id, since, port), additional_headers={"Authorization": f"Token {self.token}"}
         )
 
     def events(
