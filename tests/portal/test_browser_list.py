@@ -39,7 +39,12 @@ def test_a_listed_run_turns_waiting_and_says_for_what_without_a_reload(page: Any
     page.goto("/")
     listed = row(page, trace_id)
     status = listed.locator("[data-col=status]")
-    assert status.inner_text() == "running"
+    assert status.inner_text() in ("queued", "running")  # queued until a worker claims it
+    page.wait_for_function(  # the list follows a queued run to running without a reload
+        """id => document.querySelector(`tr[data-trace="${id}"] [data-col=status]`).textContent === 'running'""",
+        arg=trace_id,
+        timeout=TIMEOUT_MS,
+    )
     assert listed.locator("[data-col=waiting_for]").is_hidden()
     tokens_before = listed.locator("[data-col=tokens]").inner_text()
     page.evaluate("window.notReloaded = true")
