@@ -14,6 +14,7 @@ from django.conf import settings
 from traces import sweeper
 from traces.runhost import FULL, reservation_touch, run_host, run_in_this_thread
 from traces.runner import RunConfig
+from traces.services.queue import send
 from traces.services.runs import RUN_TASK
 from traces.services.sweep import runs_sweep_stale
 
@@ -44,13 +45,16 @@ def run_trace(trace_id: str, messages: list[dict[str, Any]], config_dict: dict[s
 def _queue_again(
     trace_id: str, messages: list[dict[str, Any]], config_dict: dict[str, Any], config: RunConfig
 ) -> str:
-    """The process stayed full: back to the broker, the reservation marked as still queued."""
-    from django_q.tasks import async_task
+    """The process stayed full: back to the broker, the reservation marked as still queued.
 
+    Sent like any queued request (traces/services/queue.py:send): a broker that
+    refuses it leaves the run queued for the sweep to send again.
+    """
     if not reservation_touch(trace_id=trace_id, config=config):
         return "skipped"  # stopped or claimed meanwhile: nothing to queue
-    async_task(RUN_TASK, trace_id, messages, config_dict, task_name=f"run {trace_id}")
-    logger.info("run of trace %s queued again: this worker stayed full", trace_id)
+    request = {"task": RUN_TASK, "args": [trace_id, messages, config_dict], "task_name": f"run {trace_id}"}
+    if send(trace_id, request):
+        logger.info("run of trace %s queued again: this worker stayed full", trace_id)
     return "requeued"
 
 
