@@ -1,13 +1,43 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from django.db import connection
 
 pytest_plugins = ["tests.llm_fixtures"]
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None) -> Iterator[None]:
+    """On SQLite, test on a WAL file database as the service runs, not Django's in-memory one.
+
+    Django's default test database is in-memory with a shared cache, where a write
+    that meets another connection's table lock fails at once ("database table is
+    locked", SQLITE_LOCKED) instead of waiting for busy_timeout. Runs here hold
+    their threads (the run host, the process's lease watcher and sweeper), so a
+    test's threads would meet each other's locks by chance. A file database in
+    WAL mode with the service's busy_timeout waits like production does; it lives
+    in memory (/dev/shm) where there is one, so it costs no disk.
+    """
+    from django.conf import settings
+
+    db = settings.DATABASES["default"]
+    if not db["ENGINE"].endswith("sqlite3"):
+        yield
+        return
+    shm = Path("/dev/shm")
+    folder = tempfile.mkdtemp(prefix="agentsite-test-db-", dir=shm if os.access(shm, os.W_OK) else None)
+    db.setdefault("TEST", {})["NAME"] = str(Path(folder) / "test.sqlite3")
+    try:
+        yield
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session", autouse=True)

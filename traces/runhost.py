@@ -97,16 +97,19 @@ class RunHost:
         ident = threading.get_ident()
         with self._lock:
             self._running[ident] = trace_id
+        outcome = CRASHED
         try:
-            handed.done(run_in_this_thread(trace_id, messages, config, self.model_pool, on_claim=handed.done))
+            outcome = run_in_this_thread(trace_id, messages, config, self.model_pool, on_claim=handed.done)
         except BaseException:
             logger.exception("run of trace %s crashed", trace_id)
-            handed.done(CRASHED)
         finally:
             connections.close_all()  # this thread's connections; a pool gets them back
             with self._lock:
                 self._running.pop(ident, None)
             self._slots.release()
+            # A run that never claimed is let go before its caller hears so: when
+            # start() answers SKIPPED, the host no longer holds it nor its slot.
+            handed.done(outcome)
 
 
 class _Handoff:
