@@ -148,8 +148,12 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _failure(session: BrowserSession, exc: BaseException) -> str:
-    """Why an action failed: the page's crash in words (`BrowserSession._on_crash`), else the error."""
-    if "crashed" in str(exc):
+    """Why an action failed: the page's crash in words (`BrowserSession._on_crash`), else the error.
+
+    A call on a page that crashed fails with "crashed", or with "has been closed" when
+    the crash handler replaced (closed) the page before the call's own error came back.
+    """
+    if "crashed" in str(exc) or "has been closed" in str(exc):
         note = session.crash_note()
         if note:
             return note
