@@ -49,9 +49,11 @@
     error: ["subtraces", "requests", "header"], stopped: ["subtraces", "requests", "header"],
   };
 
+  var steps = 0; // steps queued in the chain and not done yet
   function later(step) {
     // Steps run in event order; a failed step must not stop the ones after it.
-    chain = chain.then(step).catch(function () {});
+    steps += 1;
+    chain = chain.then(step).catch(function () {}).then(function () { steps -= 1; });
   }
 
   function bindEdits(root) {
@@ -239,7 +241,11 @@
   }
 
   // For the console and the browser tests: drop the socket as a network blip would.
-  window.tracePage = { drop: function () { if (socket) socket.close(); } };
+  window.tracePage = {
+    drop: function () { if (socket) socket.close(); },
+    // No refresh waiting or under way: what the page shows will not change by itself.
+    settled: function () { return !timer && steps === 0; },
+  };
   bindEdits(document);
   refresh(["tree"]); // the tree loads on demand, after the first screen
   if (data.live === "1") {

@@ -118,7 +118,8 @@ def wait_for_status(page: Any, status: str) -> None:
     page.wait_for_function(
         """s => document.getElementById('trace-status').textContent.trim() === s
                && document.querySelector('script[data-trace]').dataset.live === '0'
-               && document.readyState === 'complete'""",
+               && document.readyState === 'complete'
+               && window.tracePage.settled()""",
         arg=status,
         timeout=TIMEOUT_MS,
     )

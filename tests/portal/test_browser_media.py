@@ -12,6 +12,8 @@ import base64
 import re
 from typing import Any
 
+from playwright.sync_api import expect
+
 from tests.media_samples import png_bytes
 from tests.portal import test_browser as browser
 from tests.scripted_llm import ScriptedLLM
@@ -52,7 +54,8 @@ def test_an_uploaded_image_reaches_the_model_and_shows_as_a_served_thumbnail(
     assert url.startswith("data:image/png;base64,") and base64.b64decode(url.split(",", 1)[1]) == png
 
     images = browser.conversation(page).locator("img")
-    assert images.count() == 1  # the thumbnail; the model's text made none
+    # the thumbnail; the model's text made none (the panel may still be refreshing)
+    expect(images).to_have_count(1)
     thumbnail = images.first
     thumbnail.scroll_into_view_if_needed()
     src = thumbnail.get_attribute("src") or ""
@@ -66,4 +69,4 @@ def test_an_uploaded_image_reaches_the_model_and_shows_as_a_served_thumbnail(
     served = page.request.get(src)
     assert served.status == 200 and served.headers["content-type"] == "image/jpeg"
     assert page.evaluate("window.pwned") is None
-    assert "A red rectangle." in browser.conversation(page).inner_text()
+    expect(browser.conversation(page)).to_contain_text("A red rectangle.")
