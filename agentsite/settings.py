@@ -469,6 +469,9 @@ AGENT_QUEUE_REQUEUE_MAX_SECONDS = env_int("AGENT_QUEUE_REQUEUE_MAX_SECONDS", 600
 # (traces/sweeper.py), so a dead machine's runs, queued ones included, resume within
 # about AGENT_LEASE_SECONDS + this; 0 turns it off.
 AGENT_SWEEP_SECONDS = env_float("AGENT_SWEEP_SECONDS", 10.0, minimum=0)
+# Delete finished traces (completed, failed, stopped) older than this many days, daily
+# (traces/tasks.py:prune_old_traces); 0 keeps everything. `manage.py prune_traces` does it by hand.
+AGENT_RETENTION_DAYS = env_float("AGENT_RETENTION_DAYS", 0.0, minimum=0.0)
 
 # --- Notifications (traces/notifications.py) --------------------------------
 

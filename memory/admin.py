@@ -101,6 +101,8 @@ class ExperienceAdmin(admin.ModelAdmin):
     def evidence_links(self, experience: Experience) -> str:
         """Links to the evidence's trace and messages in the admin."""
         trace_id = experience.evidence_trace_id
+        if experience.evidence_deleted:
+            return "trace deleted"
         if not trace_id:
             return "—"
         trace_url = reverse("admin:traces_trace_change", args=[trace_id])

@@ -10,6 +10,10 @@ class MemoryConfig(AppConfig):
 
     def ready(self) -> None:
         from memory import extensions as memory_extensions
+        from memory.services import experiences_forget_traces
         from traces.runner.extensions import extensions
+        from traces.services.delete import trace_deleting
 
         memory_extensions.register(extensions)
+        # A deleted trace's experiences keep their text; their evidence says it was deleted.
+        trace_deleting.connect(experiences_forget_traces, dispatch_uid="memory-forget-traces")

@@ -164,7 +164,14 @@ class Experience(models.Model):
 
     @property
     def evidence_trace_id(self) -> str | None:
+        """The evidence's trace while it exists (None once deleted: nothing links to it)."""
+        if self.evidence_deleted:
+            return None
         return (self.evidence or {}).get("trace_id") or self.trace_id
+
+    @property
+    def evidence_deleted(self) -> bool:
+        return bool((self.evidence or {}).get("trace_deleted"))
 
     @property
     def evidence_sequences(self) -> list[int]:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import F, IntegerField, Max
+from django.db.models import F, IntegerField, Max, Q
 from django.db.models.functions import Cast, Substr
 from django.utils import timezone
 
@@ -237,3 +237,16 @@ def _apply(experience: Experience, block: ExperienceData, existing_traces: set[s
         experience.created_at = block.created_at
     if block.updated_at is not None:
         experience.updated_at = block.updated_at
+
+
+def experiences_forget_traces(sender: Any = None, *, trace_ids: list[str], **kwargs: Any) -> int:
+    """The traces are being deleted (traces/services/delete.py): experiences drawn from them
+    keep their text and evidence ids, marked `trace_deleted` so nothing links to them."""
+    changed = 0
+    rows = Experience.objects.filter(Q(trace_id__in=trace_ids) | Q(evidence__trace_id__in=trace_ids))
+    for experience in rows.only("pk", "evidence", "trace_id"):
+        evidence = dict(experience.evidence or {})
+        evidence.setdefault("trace_id", experience.trace_id)
+        evidence["trace_deleted"] = True
+        changed += Experience.objects.filter(pk=experience.pk).update(evidence=evidence, trace=None)
+    return changed

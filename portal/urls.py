@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from portal.views import agents, approvals, media, memory, memory_entries, trace_page, traces
+from portal.views import agents, approvals, deletion, media, memory, memory_entries, trace_page, traces
 
 app_name = "portal"
 
@@ -26,6 +26,7 @@ urlpatterns = [
     ),
     path("traces/<str:trace_id>/run/", traces.trace_run, name="trace-run"),
     path("traces/<str:trace_id>/stop/", traces.trace_stop_view, name="trace-stop"),
+    path("traces/<str:trace_id>/delete/", deletion.trace_delete_view, name="trace-delete"),
     path("traces/<str:trace_id>/answer/", traces.trace_answer_view, name="trace-answer"),
     path("traces/<str:trace_id>/reflect/", traces.trace_reflect_view, name="trace-reflect"),
     path(

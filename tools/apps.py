@@ -20,6 +20,10 @@ class ToolsConfig(AppConfig):
 
         extensions.tool_registry = load_builtin_tools  # the built-ins, for every runner
         extensions.add("after_run", browser.close_for_trace)  # a run's Chromium ends with it
+        from traces.services.delete import trace_deleting
+
+        # A deleted trace's paused browser (cookies, pages) goes with it.
+        trace_deleting.connect(browser.forget_traces, dispatch_uid="browser-forget-traces")
 
         if not settings.AGENT_SANDBOX:
             logger.warning(

@@ -18,6 +18,7 @@ from traces.collaboration.humans import HUMAN, human_answer
 from traces.models import Approval, Goal, InboxMessage, Message, Trace, TraceEvent
 from traces.runner import RunError
 from traces.services.approvals import approval_decide
+from traces.services.delete import IN_FLIGHT, deletion_plan, trace_delete
 from traces.services.runs import trace_continue, trace_reflect, trace_request_stop
 
 
@@ -81,6 +82,36 @@ class TraceAdmin(admin.ModelAdmin):
 
     class Media:
         css = {"all": ("traces/admin.css",)}
+
+    # Deleting goes through traces/services/delete.py (sub-traces, workspaces, files), and the
+    # confirmation counts what goes instead of listing every message of a large trace.
+    def get_deleted_objects(
+        self, objs: Any, request: HttpRequest
+    ) -> tuple[list[str], dict[str, int], set[str], list[str]]:
+        lines: list[str] = []
+        totals: dict[str, int] = {}
+        protected: list[str] = []
+        for trace in objs:
+            plan = deletion_plan(user=request.user, trace_id=trace.pk)
+            lines.append(
+                f"Trace {trace.pk} with {plan.traces - 1} sub-trace(s): {plan.messages} messages, "
+                f"{plan.events} events, {plan.files} workspace/spill path(s)"
+            )
+            for name, value in plan.as_dict().items():
+                totals[name] = totals.get(name, 0) + value
+            if trace.status in IN_FLIGHT:
+                protected.append(f"trace {trace.pk} is {trace.status}: stop it first")
+        return lines, totals, set(), protected
+
+    def delete_model(self, request: HttpRequest, obj: Trace) -> None:
+        self.delete_queryset(request, Trace.objects.filter(pk=obj.pk))
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Trace]) -> None:
+        for trace_id in list(queryset.values_list("pk", flat=True)):
+            try:
+                trace_delete(user=request.user, trace_id=trace_id)
+            except RunError as exc:
+                self.message_user(request, f"{trace_id}: {exc}", messages.WARNING)
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> Any:
         # The table needs the width the admin's navigation sidebar takes (other pages keep it).

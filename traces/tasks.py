@@ -85,6 +85,42 @@ def ensure_sweep_schedule() -> None:
     Schedule.objects.filter(pk__in=list(extra)).delete()
 
 
+PRUNE_TASK = "traces.tasks.prune_old_traces"
+PRUNE_SCHEDULE_NAME = "traces: prune old traces"
+
+
+def prune_old_traces() -> dict[str, int]:
+    """Scheduled daily when AGENT_RETENTION_DAYS is set: delete finished traces older than that."""
+    from datetime import timedelta
+
+    from traces.services.delete import traces_prune
+
+    summary = traces_prune(older_than=timedelta(days=settings.AGENT_RETENTION_DAYS))
+    logger.info(
+        "pruned %d traces older than %s days: %s",
+        len(summary.trace_ids),
+        settings.AGENT_RETENTION_DAYS,
+        summary.as_dict(),
+    )
+    return {"roots": len(summary.trace_ids), **summary.as_dict()}
+
+
+def ensure_prune_schedule() -> None:
+    """The daily prune's django-q2 schedule while AGENT_RETENTION_DAYS is set; none otherwise."""
+    from django_q.models import Schedule
+
+    schedules = Schedule.objects.filter(name=PRUNE_SCHEDULE_NAME)
+    if not settings.AGENT_RETENTION_DAYS:
+        schedules.delete()
+        return
+    if not schedules.exists():
+        Schedule.objects.create(
+            name=PRUNE_SCHEDULE_NAME, func=PRUNE_TASK, schedule_type=Schedule.DAILY, repeats=-1
+        )
+    extra = schedules.order_by("pk").values_list("pk", flat=True)[1:]
+    Schedule.objects.filter(pk__in=list(extra)).delete()
+
+
 def on_worker_start(sender: Any = None, proc_name: str = "", **kwargs: Any) -> None:
     """django-q2's post_spawn: each worker process sweeps once before taking tasks.
 
@@ -93,6 +129,7 @@ def on_worker_start(sender: Any = None, proc_name: str = "", **kwargs: Any) -> N
     """
     try:
         ensure_sweep_schedule()
+        ensure_prune_schedule()
         sweep_stale_runs()
     except Exception:
         logger.exception("stale-run sweep at worker start (%s) failed", proc_name)

@@ -14,6 +14,7 @@ import importlib.util
 import os
 import shutil
 import threading
+from typing import Any
 
 from django.conf import settings
 
@@ -84,3 +85,9 @@ def open_sessions() -> list[str]:
 
 
 atexit.register(close_all)
+
+
+def forget_traces(sender: Any = None, *, trace_ids: list[str], **kwargs: Any) -> None:
+    """The traces are being deleted (traces/services/delete.py): drop their paused browser state."""
+    for trace_id in trace_ids:
+        pause.discard(trace_id)

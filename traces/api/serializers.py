@@ -173,6 +173,21 @@ class ControlResponseSerializer(serializers.Serializer):
     status = serializers.CharField()
 
 
+class DeletedCountsSerializer(serializers.Serializer):
+    traces = serializers.IntegerField(help_text="the trace and its sub-traces")
+    messages = serializers.IntegerField()
+    events = serializers.IntegerField()
+    goals = serializers.IntegerField()
+    approvals = serializers.IntegerField()
+    inbox = serializers.IntegerField()
+    files = serializers.IntegerField(help_text="workspace and spill files")
+    blobs = serializers.IntegerField(help_text="media no remaining message uses")
+
+
+class TraceDeletedSerializer(ControlResponseSerializer):
+    deleted = DeletedCountsSerializer()
+
+
 class ErrorSerializer(serializers.Serializer):
     error = serializers.CharField()
     code = serializers.CharField()

@@ -7,6 +7,7 @@ from typing import Any
 from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, status
+from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -19,6 +20,7 @@ from traces.filters import TraceFilter
 from traces.models import ACTIVE_STATUSES, Trace, TraceStatus
 from traces.runner import TraceNotFound
 from traces.selectors import trace_events, trace_main_path, trace_messages
+from traces.services import delete as delete_services
 from traces.services import runs as services
 
 ERRORS = {400: s.ErrorSerializer, 401: s.ErrorSerializer, 404: s.ErrorSerializer, 413: s.ErrorSerializer}
@@ -36,6 +38,13 @@ class TraceAPIView(APIView):
         if trace is None:
             raise TraceNotFound(f"trace {trace_id!r} does not exist")
         return trace
+
+
+def _flag(request: Request, name: str) -> bool:
+    value = request.query_params.get(name, "false").strip().lower()
+    if value not in ("true", "1", "yes", "false", "0", "no", ""):
+        raise ValidationError({name: [f"{name} is true or false, not {value[:40]!r}"]})
+    return value in ("true", "1", "yes")
 
 
 def _started(trace: Trace) -> dict[str, str]:
@@ -97,6 +106,22 @@ class TraceDetailView(TraceAPIView):
         """One trace with its goal tree and sub-traces."""
         trace = self.visible_trace(request, trace_id)
         return Response(s.TraceDetailSerializer(trace).data)
+
+    @extend_schema(
+        parameters=[
+            TRACE_ID,
+            OpenApiParameter(
+                "force", bool, description="staff: stop the trace's runs first instead of answering 409"
+            ),
+        ],
+        request=None,
+        responses={200: s.TraceDeletedSerializer, **CONTROL_ERRORS},
+    )
+    def delete(self, request: Request, trace_id: str) -> Response:
+        """Delete a trace with its sub-traces, messages, events, workspace and files (owner or staff)."""
+        force = _flag(request, "force")
+        deleted = delete_services.trace_delete(user=request.user, trace_id=trace_id, force=force)
+        return Response({"trace_id": trace_id, "status": "deleted", "deleted": deleted.as_dict()})
 
 
 class TraceMessagesView(TraceAPIView):

@@ -99,12 +99,17 @@ def workspace_for(trace_id: str) -> Path:
     Sub-traces (`{root}@delegate-...`) share their root trace's workspace, so a
     delegated agent sees the files its parent made.
     """
+    directory = workspace_path(trace_id)
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory.resolve()
+
+
+def workspace_path(trace_id: str) -> Path:
+    """Where `workspace_for` keeps the trace's workspace (its root trace's), not created."""
     root_id = trace_id.split("@", 1)[0]
     if not root_id:
         raise ValueError(f"trace id {trace_id!r} has no root part")
-    directory = Path(settings.AGENT_WORKSPACE_ROOT) / _safe_dir_name(root_id)
-    directory.mkdir(parents=True, exist_ok=True)
-    return directory.resolve()
+    return Path(settings.AGENT_WORKSPACE_ROOT) / _safe_dir_name(root_id)
 
 
 def _safe_dir_name(root_id: str) -> str:
