@@ -21,6 +21,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
 
 from tests.e2e.stack import Stack
 from tests.scripted_llm import Reply, ScriptedLLM, ToolCall
@@ -212,8 +213,9 @@ def test_a_stranger_cannot_see_or_steer_another_users_trace(
                     "status": 404,
                 }
             assert trace_id not in {t["trace_id"] for t in (await call(stranger, "list_traces"))["traces"]}
-            with pytest.raises(MCPError):
+            with pytest.raises(MCPError) as unseen:
                 await stranger.read_resource(f"agentsite://traces/{trace_id}")
+            assert unseen.value.code == INVALID_PARAMS and "does not exist" in unseen.value.message
 
     asyncio.run(scenario())
 
@@ -260,3 +262,43 @@ def test_an_approval_is_decided_by_an_expert_not_by_the_owner(stack: Stack, mode
             assert done["trace"]["status"] == "completed" and done["trace"]["result_summary"] == "Written."
 
     asyncio.run(scenario())
+
+
+def test_an_open_question_is_answered_and_the_run_resumes(stack: Stack, model: ScriptedLLM) -> None:
+    model.script(
+        "scripted",
+        [Reply(tool_calls=[ToolCall("ask_human", {"question": "Which colour?"})]), "Blue it is."],
+    )
+
+    async def scenario() -> None:
+        async with connect(stack, stack.token, "auto") as client:
+            refused = await refusal(client, "start_run")
+            assert refused["status"] == 400 and refused["code"] == "invalid"
+            assert refused["error"] == "send either messages or task (one of them)"
+
+            trace_id = (await call(client, "start_run", task="paint it"))["trace_id"]
+            waiting = await until(client, trace_id, ("waiting", *ENDED))
+            [question] = waiting["open_questions"]
+            assert question["question"] == "Which colour?"
+            answered = await call(client, "answer_question", trace_id=question["trace_id"], answer="blue")
+            assert answered["status"] == "completed" and answered["parent_trace_id"] == trace_id
+            done = await until(client, trace_id, ENDED)
+            assert done["trace"]["result_summary"] == "Blue it is."
+            assert done["open_questions"] == []
+
+    asyncio.run(scenario())
+
+
+def test_a_foreign_host_or_origin_is_refused_before_the_token_is_read(stack: Stack) -> None:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-11-25",
+        "Authorization": f"Bearer {stack.token}",
+    }
+    response = httpx2.post(url(stack), json=body, headers={**headers, "Host": "evil.example:80"})
+    assert (response.status_code, response.json()["code"]) == (400, "invalid_host")
+    response = httpx2.post(url(stack), json=body, headers={**headers, "Origin": "http://evil.example"})
+    assert (response.status_code, response.json()["code"]) == (403, "invalid_origin")
+    response = httpx2.post(url(stack), json=body, headers={**headers, "Origin": "http://localhost:3000"})
+    assert response.status_code == 200, response.text
