@@ -11,6 +11,7 @@ holds it open until the process ends.
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 from mcp.server.transport_security import TransportSecuritySettings
@@ -31,10 +32,12 @@ class McpMount:
         self._keeper: asyncio.Task[None] | None = None
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
-        if scope["type"] == "http" and scope["path"] == MCP_PATH:
-            mcp_app = self._mcp or await self._start()
-            return await mcp_app(scope, receive, send)
-        return await self.app(scope, receive, send)
+        if scope["type"] != "http" or scope["path"] != MCP_PATH:
+            return await self.app(scope, receive, send)
+        if scope["method"] != "POST":
+            return await _post_only(send)
+        mcp_app = self._mcp or await self._start()
+        return await mcp_app(scope, receive, send)
 
     async def _start(self) -> Any:
         if self._starting is None:
@@ -61,6 +64,21 @@ class McpMount:
                 raise
             started.set_exception(exc)
             self._starting = None  # the next request tries again
+
+
+async def _post_only(send: Any) -> None:
+    """GET (a standalone SSE stream) and DELETE (end a session) have nothing to serve
+    without sessions: 405, as the streamable HTTP transport allows. The SDK would hold a
+    GET stream open that nothing can ever be sent on."""
+    body = json.dumps({"error": "only POST is served at /mcp (stateless)", "code": "method_not_allowed"})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 405,
+            "headers": [(b"content-type", b"application/json"), (b"allow", b"POST")],
+        }
+    )
+    await send({"type": "http.response.body", "body": body.encode()})
 
 
 def with_mcp(app: Any) -> McpMount:
