@@ -1,6 +1,6 @@
 """agentsite as an MCP server (issue 20, X3): the `mcp` SDK's own client over streamable
 HTTP against /mcp of a real daphne, with a real qcluster running the runs against the
-scripted model (the embedded SQLite stack of tests/e2e/stack.py).
+scripted model (tests/e2e/stack.py: the embedded SQLite stack, and PostgreSQL).
 
 Both protocol eras the SDK speaks are driven: the 2025 initialize handshake
 (`mode="legacy"`) and the 2026-07-28 per-request envelope (`mode="auto"` probes it).
@@ -24,6 +24,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
 from tests.e2e.stack import Stack
+from tests.e2e.test_service import need_servers
 from tests.scripted_llm import Reply, ScriptedLLM, ToolCall
 
 pytestmark = [
@@ -37,13 +38,16 @@ pytestmark = [
 ENDED = ("completed", "failed", "stopped")
 
 
-@pytest.fixture(scope="module")
-def stack(scripted_llm_server: ScriptedLLM) -> Iterator[Stack]:
-    """daphne + one qcluster on a SQLite file; risky tools wait for an expert (ask-risky)."""
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def stack(request: pytest.FixtureRequest, scripted_llm_server: ScriptedLLM) -> Iterator[Stack]:
+    """daphne + one qcluster on a SQLite file, then on PostgreSQL; risky tools wait for
+    an expert (ask-risky)."""
+    if request.param == "postgresql":
+        need_servers()
     stack = Stack(
         model_url=scripted_llm_server.url,
         redis=False,
-        postgres=False,
+        postgres=request.param == "postgresql",
         workers=1,
         AGENT_CONFIRM_POLICY="ask-risky",
     )
@@ -302,3 +306,6 @@ def test_a_foreign_host_or_origin_is_refused_before_the_token_is_read(stack: Sta
     assert (response.status_code, response.json()["code"]) == (403, "invalid_origin")
     response = httpx2.post(url(stack), json=body, headers={**headers, "Origin": "http://localhost:3000"})
     assert response.status_code == 200, response.text
+    for method in ("GET", "DELETE"):  # stateless: no stream to open, no session to end
+        response = httpx2.request(method, url(stack), headers=headers)
+        assert (response.status_code, response.headers["allow"]) == (405, "POST")
