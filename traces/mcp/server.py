@@ -8,9 +8,10 @@ in Django's database thread and returns its JSON; a refusal is an MCP tool error
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from channels.db import database_sync_to_async
 from django.core.serializers.json import DjangoJSONEncoder
@@ -44,6 +45,7 @@ Settings = Annotated[
     ),
 ]
 
+ToolFn = TypeVar("ToolFn", bound=Callable[..., Any])
 # What every tool returns: a CallToolResult whose structured content is a JSON object.
 Answer = Annotated[CallToolResult, dict[str, Any]]
 READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
@@ -80,10 +82,20 @@ def _settings(settings: dict[str, Any] | None, **fields: Any) -> dict[str, Any]:
     return {**(settings or {}), **{k: v for k, v in fields.items() if v is not None}}
 
 
+def _tool(server: MCPServer, annotations: ToolAnnotations) -> Callable[[ToolFn], ToolFn]:
+    """Register a tool; its docstring, dedented, is the description the client's model reads."""
+
+    def register(fn: ToolFn) -> ToolFn:
+        server.add_tool(fn, description=inspect.cleandoc(fn.__doc__ or ""), annotations=annotations)
+        return fn
+
+    return register
+
+
 def build_server() -> MCPServer:
     server: MCPServer = MCPServer(name="agentsite", title="agentsite", instructions=INSTRUCTIONS)
 
-    @server.tool(annotations=WRITE)
+    @_tool(server, WRITE)
     async def start_run(
         ctx: Context,
         task: Annotated[str | None, Field(description="what the agent should do (one user message)")] = None,
@@ -101,7 +113,7 @@ def build_server() -> MCPServer:
         )
         return await _call(ctx, handlers.start_run, body)
 
-    @server.tool(annotations=WRITE)
+    @_tool(server, WRITE)
     async def continue_run(
         ctx: Context,
         trace_id: TraceId,
@@ -124,13 +136,13 @@ def build_server() -> MCPServer:
         body = _settings(settings, messages=messages, after_sequence=after_sequence)
         return await _call(ctx, handlers.continue_run, trace_id, body)
 
-    @server.tool(annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=False))
+    @_tool(server, ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False))
     async def stop_run(ctx: Context, trace_id: TraceId) -> Answer:
         """Stop a running or queued trace: it stops at its next checkpoint (status stopping, then
         stopped). Refused (status 409) when it is not running."""
         return await _call(ctx, handlers.stop_run, trace_id)
 
-    @server.tool(annotations=READ)
+    @_tool(server, READ)
     async def get_trace(
         ctx: Context,
         trace_id: TraceId,
@@ -144,7 +156,7 @@ def build_server() -> MCPServer:
         pending approvals and open questions to a human."""
         return await _call(ctx, handlers.get_trace, trace_id, after=after, limit=limit)
 
-    @server.tool(annotations=READ)
+    @_tool(server, READ)
     async def list_traces(
         ctx: Context,
         status: Annotated[
@@ -159,7 +171,7 @@ def build_server() -> MCPServer:
         filters = {"status": status, "q": q, "parent": parent}
         return await _call(ctx, handlers.list_traces, filters, limit=limit, offset=offset)
 
-    @server.tool(annotations=WRITE)
+    @_tool(server, WRITE)
     async def answer_question(
         ctx: Context,
         trace_id: Annotated[str, Field(description="the question's trace id (get_trace: open_questions)")],
@@ -168,7 +180,7 @@ def build_server() -> MCPServer:
         """Answer an agent's question to a human (ask_human); the asking trace resumes."""
         return await _call(ctx, handlers.answer_question, trace_id, answer)
 
-    @server.tool(annotations=WRITE)
+    @_tool(server, WRITE)
     async def decide_approval(
         ctx: Context,
         trace_id: TraceId,
