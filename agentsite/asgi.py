@@ -13,10 +13,11 @@ from channels.routing import ProtocolTypeRouter  # noqa: E402
 
 from traces.api.websocket_auth import websocket_auth_stack  # noqa: E402
 from traces.events.routing import websocket_router  # noqa: E402
+from traces.mcp.mount import with_mcp  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": with_mcp(django_asgi_app),  # /mcp: agentsite as an MCP server (traces/mcp/)
         "websocket": websocket_auth_stack(websocket_router),
     }
 )
