@@ -54,6 +54,7 @@ INSTALLED_APPS = [
     "django_q",
     "traces",
     "memory",
+    "review",  # X6: scores, review queues (issue 23)
     "tools",
     "portal",
 ]

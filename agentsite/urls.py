@@ -17,6 +17,7 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/", include("traces.api.urls")),
     path("api/", include("memory.api.urls")),
+    path("api/", include("review.api.urls")),  # X6: scores (issue 23)
     path("webhook/a2a-messages", A2AMessageWebhookView.as_view(), name="a2a-webhook"),
     path("", include("portal.urls")),
 ]

@@ -5,7 +5,18 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from portal.views import agents, approvals, deletion, media, memory, memory_entries, trace_page, traces
+from portal.views import (
+    agents,
+    approvals,
+    deletion,
+    media,
+    memory,
+    memory_entries,
+    queues,
+    review,
+    trace_page,
+    traces,
+)
 
 app_name = "portal"
 
@@ -33,6 +44,15 @@ urlpatterns = [
         "traces/<str:trace_id>/approvals/<int:approval_id>/",
         approvals.approval_decide_view,
         name="approval-decide",
+    ),
+    path("traces/<str:trace_id>/scores/", review.trace_score_view, name="trace-score"),  # X6 (issue 23)
+    path("review/", queues.queue_list, name="queues"),  # X6 review queues (issue 23)
+    path("review/<int:queue_id>/", queues.queue_detail, name="queue"),
+    path("review/<int:queue_id>/items/<int:item_id>/", queues.queue_item, name="queue-item"),
+    path(
+        "review/<int:queue_id>/items/<int:item_id>/finish/",
+        queues.queue_item_finish_view,
+        name="queue-finish",
     ),
     path("experiences/", memory.experience_list_view, name="experiences"),
     path("experiences/experiences.md", memory.experiences_download, name="experiences-download"),

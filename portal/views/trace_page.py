@@ -29,6 +29,7 @@ from portal.conversation import conversation
 from portal.forms import ContinueForm
 from portal.paging import CALL_LOOKBACK, PathPage, path_page, path_sequences
 from portal.tree import message_tree
+from portal.views.review import scores_context
 from traces.collaboration.humans import HUMAN
 from traces.goal_tree import GoalTree
 from traces.models import (
@@ -318,6 +319,7 @@ def trace_detail(request: HttpRequest, trace_id: str) -> HttpResponse:
             ),
         }
     )
+    context.update(scores_context(request.user, trace))
     return render(request, "portal/trace_detail.html", context)
 
 

@@ -21,6 +21,8 @@ from portal import attachments
 from portal.forms import AnswerForm, ContinueForm, NewRunForm, ReflectForm
 from portal.templatetags.portal import duration, tokens
 from portal.views.common import back_to_trace, refuse, refused
+from review.filters import PortalScoredTraceFilter
+from review.selectors import score_definitions
 from traces.collaboration.humans import human_answer
 from traces.filters import ATTENTION, TOP_LEVEL, PortalTraceFilter
 from traces.media.intake import InvalidMedia
@@ -41,7 +43,9 @@ def trace_list(request: HttpRequest) -> HttpResponse:
     scope = request.GET.get("scope", "top")
     filters = request.GET.copy()
     filters["parent"] = TOP_LEVEL if scope == "top" else ""
-    listed = PortalTraceFilter(filters, queryset=visible.select_related("owner").order_by("-updated_at"))
+    listed = PortalScoredTraceFilter(
+        filters, queryset=visible.select_related("owner").order_by("-updated_at")
+    )
     page = Paginator(listed.qs, PAGE_SIZE).get_page(request.GET.get("page"))
     page.object_list = listed_traces = list(page.object_list)
     waits = traces_waiting_for(listed_traces)
@@ -63,8 +67,20 @@ def trace_list(request: HttpRequest) -> HttpResponse:
             "statuses": TraceStatus.values,
             "agent_types": sorted({t for t in visible.values_list("agent_type", flat=True).distinct() if t}),
             "attention_count": needing.qs.count(),
+            **_score_choices(request),
         },
     )
+
+
+def _score_choices(request: HttpRequest) -> dict[str, Any]:
+    """The list's score filter and sort (X6): by one definition's trace-level score."""
+    return {
+        "score": request.GET.get("score", ""),
+        "score_min": request.GET.get("score_min", ""),
+        "score_label": request.GET.get("score_label", ""),
+        "ordering": request.GET.get("ordering", ""),
+        "score_definitions": list(score_definitions()),
+    }
 
 
 def _row(trace: Trace, waiting_for: str) -> dict[str, Any]:

@@ -12,11 +12,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from review.api.requests import ScoredTraceListQuerySerializer
+from review.filters import ScoredTraceFilter
 from traces.api import requests as r
 from traces.api import serializers as s
 from traces.api.parsers import BoundedJSONParser, MessagesJSONParser
 from traces.api.permissions import visible_traces
-from traces.filters import TraceFilter
 from traces.models import ACTIVE_STATUSES, Trace, TraceStatus
 from traces.runner import TraceNotFound
 from traces.selectors import trace_events, trace_main_path, trace_messages
@@ -56,16 +57,16 @@ class TraceListView(TraceAPIView, generics.GenericAPIView):
     parser_classes = [MessagesJSONParser]
 
     def get_queryset(self) -> QuerySet[Trace]:
-        query = r.TraceListQuerySerializer(data=self.request.query_params)
+        query = ScoredTraceListQuerySerializer(data=self.request.query_params)
         query.is_valid(raise_exception=True)
         traces = visible_traces(self.request).select_related("owner").order_by("-created_at", "-trace_id")
-        return TraceFilter(query.validated_data, queryset=traces).qs
+        return ScoredTraceFilter(query.validated_data, queryset=traces).qs
 
     @extend_schema(
-        parameters=[r.TraceListQuerySerializer], responses={200: s.TraceSerializer(many=True), **ERRORS}
+        parameters=[ScoredTraceListQuerySerializer], responses={200: s.TraceSerializer(many=True), **ERRORS}
     )
     def get(self, request: Request) -> Response:
-        """List the traces you may see, newest first (LimitOffset pagination)."""
+        """List the traces you may see, newest first or by score (LimitOffset pagination)."""
         page = self.paginate_queryset(self.get_queryset())
         return self.get_paginated_response(self.get_serializer(page, many=True).data)
 
