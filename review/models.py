@@ -64,8 +64,10 @@ class Score(models.Model):
     """
 
     trace = models.ForeignKey(Trace, on_delete=models.CASCADE, related_name="scores")
+    # DO_NOTHING keeps deleting a trace's messages one DELETE (traces/services/delete.py);
+    # a trace's scores go first, by its trace_deleting signal (review/apps.py).
     message = models.ForeignKey(
-        Message, on_delete=models.CASCADE, related_name="scores", blank=True, null=True
+        Message, on_delete=models.DO_NOTHING, related_name="scores", blank=True, null=True
     )
     definition = models.ForeignKey(ScoreDefinition, on_delete=models.PROTECT, related_name="scores")
     author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="scores")

@@ -168,3 +168,9 @@ def queue_item_finish(*, user: Any, item: QueueItem, status: str = ItemStatus.DO
     )
     item.refresh_from_db()
     return item
+
+
+def reviews_forget_traces(*, trace_ids: list[str], **_: Any) -> None:
+    """trace_deleting receiver: the traces' scores and queue items go (caller's transaction)."""
+    Score.objects.filter(trace_id__in=trace_ids).delete()
+    QueueItem.objects.filter(trace_id__in=trace_ids).delete()

@@ -8,9 +8,10 @@ from django.db import IntegrityError, transaction
 
 from review.models import ItemStatus, QueueItem, ReviewQueue, Score
 from review.queues import queue_progress
-from review.services import queue_add_traces, queue_create
+from review.services import queue_add_traces, queue_create, score_set
 from tests.factories import make_trace, make_user
 from traces.models import TraceStatus
+from traces.services.delete import trace_delete
 
 pytestmark = pytest.mark.django_db
 
@@ -182,3 +183,15 @@ def test_the_trace_list_offers_its_filter_as_a_queue(browser_client, expert):
     page = browser_client(expert).get("/?status=failed").content.decode()
 
     assert 'href="/review/?filter=status%3Dfailed' in page
+
+
+def test_deleting_a_trace_takes_its_scores_and_queue_items(expert, integrator, definitions):
+    kept, gone = make_trace(integrator, messages=CHAT), make_trace(integrator, messages=CHAT)
+    queue = queue_create(user=expert, name="q", trace_ids=[kept.trace_id, gone.trace_id])
+    for trace in (kept, gone):
+        score_set(user=expert, trace_id=trace.trace_id, definition="quality", value=3, message_sequence=2)
+
+    trace_delete(user=expert, trace_id=gone.trace_id)
+
+    assert list(Score.objects.values_list("trace_id", flat=True)) == [kept.trace_id]
+    assert list(queue.items.values_list("trace_id", flat=True)) == [kept.trace_id]
