@@ -344,6 +344,8 @@ AGENT_A2A_BLOCKING_TIMEOUT = env_float("AGENT_A2A_BLOCKING_TIMEOUT", 600.0, mini
 AGENT_A2A_POLL_SECONDS = env_float("AGENT_A2A_POLL_SECONDS", 0.25, minimum=0.02)
 AGENT_A2A_MAX_FILES = env_int("AGENT_A2A_MAX_FILES", 20, minimum=0)
 AGENT_A2A_MAX_FILE_BYTES = env_int("AGENT_A2A_MAX_FILE_BYTES", 1_000_000, minimum=0)
+# A2A client: how long a remote agent's fetched card is used before it is fetched again.
+AGENT_A2A_CARD_TTL = env_float("AGENT_A2A_CARD_TTL", 300.0, minimum=0.0)
 
 
 def _projects() -> dict[str, dict[str, Any]]:

@@ -31,8 +31,10 @@ def agent(
       reports back; continue_from resumes an earlier sub-agent with its history.
     - task as a list of strings (explore): one read-only sub-agent per task, all
       running at the same time; you get their findings merged.
-    - agent_url: run the task on another agent service instead (continue_from then
-      takes the remote id "agent://host/trace_id" it returned).
+    - agent_url: run the task on a remote agent (any A2A agent, listed under "Remote
+      agents" with its skills; agent_type picks a skill). continue_from then takes the
+      remote id "agent://host/task_id" it returned; a remote that asks for input
+      (status input-required) gets your answer the same way.
     Sub-agents share your workspace but not your conversation: put everything they
     need into the task (or messages). They cannot start agents themselves.
 
@@ -43,7 +45,7 @@ def agent(
         continue_from: Id of an earlier sub-trace (or agent://host/trace_id) to resume instead of starting anew.
         agent_type: Preset of the sub-agent (e.g. explore, analyst); default: default for delegate, explore for lists.
         skills: Skills to put into the sub-agent's system prompt (overrides the preset's).
-        agent_url: URL of another agent service to run the task on.
+        agent_url: URL of a remote (A2A) agent to run the task on.
     """
     if isinstance(task, list) and messages and all(isinstance(m, list) for m in messages):
         if len(messages) != len(task):
@@ -271,10 +273,12 @@ def _remote(
         raise ToolError(str(exc)) from None
     subtraces.note_call(ctx.trace, ctx.tool_call_id, [outcome.trace_id], "delegate")
     _finish(ctx, "delegate", goal, [outcome], [task])
-    return _result("delegate", [outcome], [task])
+    return _result("delegate", [outcome], [task], extra={"remote_agent": remote.describe(target)})
 
 
-def _result(mode: str, outcomes: list[ChildOutcome], tasks: list[str]) -> ToolResult:
+def _result(
+    mode: str, outcomes: list[ChildOutcome], tasks: list[str], extra: dict[str, Any] | None = None
+) -> ToolResult:
     failed = [o for o in outcomes if o.status != "completed"]
     if mode == "delegate":
         outcome = outcomes[0]
@@ -282,6 +286,7 @@ def _result(mode: str, outcomes: list[ChildOutcome], tasks: list[str]) -> ToolRe
             "mode": mode,
             **outcome.as_dict(),
             "continue_from": f"agent(task='<next step>', continue_from={outcome.trace_id!r})",
+            **(extra or {}),
         }
         if outcome.paused:
             data["note"] = "the sub-agent paused at its step limit; continue it with continue_from to go on"

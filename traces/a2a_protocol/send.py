@@ -28,6 +28,7 @@ from a2a.utils.errors import (
     UnsupportedOperationError,
 )
 from django.conf import settings
+from django.db.models import Q
 from google.protobuf.json_format import MessageToDict
 
 from memory.presets import preset_names
@@ -109,13 +110,36 @@ def _start(user: Any, request: pb.SendMessageRequest, text: str) -> Trace:
     context_id = request.message.context_id
     return trace_start(
         user=user,
-        messages=[{"role": "user", "content": text}],
+        messages=[*_earlier_conversation(user, context_id), {"role": "user", "content": text}],
         preset=preset,
         name=f"A2A from {user.get_username()}: {' '.join(text.split())[:60]}",
         context={
             "a2a": {"caller": user.get_username(), **({"context_id": context_id} if context_id else {})}
         },
     )
+
+
+def _earlier_conversation(user: Any, context_id: str) -> list[dict[str, Any]]:
+    """A new task in an existing context starts from that context's latest task's
+    conversation (the user's and the agent's texts): a finished task takes no more
+    messages (A2A), so a follow-up is a new task that still remembers."""
+    if not context_id:
+        return []
+    latest = (
+        traces_visible_to(user)
+        .filter(parent_trace__isnull=True)
+        .filter(
+            Q(context__a2a__context_id=context_id) | Q(pk=context_id, context__a2a__context_id__isnull=True)
+        )
+        .order_by("-created_at")
+        .first()
+    )
+    if latest is None:
+        return []
+    return [
+        {"role": "user" if m.role == pb.Role.ROLE_USER else "assistant", "content": m.parts[0].text}
+        for m in tasks.history(latest, None)
+    ]
 
 
 def _deliver(user: Any, message: pb.Message, text: str) -> tuple[Trace, int]:
