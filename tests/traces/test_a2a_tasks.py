@@ -14,6 +14,7 @@ from a2a.types import a2a_pb2 as pb
 from a2a.utils.errors import (
     ContentTypeNotSupportedError,
     InvalidParamsError,
+    TaskNotCancelableError,
     TaskNotFoundError,
     UnsupportedOperationError,
 )
@@ -137,3 +138,24 @@ def test_send_to_a_task_routes_by_its_state(integrator, stranger):
         send.message_send(user=integrator, request=_request(pb.Part(text="more"), task_id=done.pk))
     with pytest.raises(TaskNotFoundError):
         send.message_send(user=stranger, request=_request(pb.Part(text="hi"), task_id=running.pk))
+
+
+def test_cancel_of_a_waiting_task_stops_it_its_question_and_its_pending_approval(integrator):
+    from traces.a2a_protocol.handler import _cancel
+    from traces.collaboration.humans import human_answer
+    from traces.models import Approval, ApprovalStatus, TraceEvent
+    from traces.runner import RunConflict
+
+    parent = _trace(integrator, {"status": TraceStatus.WAITING}, asking=True)
+    question = Trace.objects.get(parent_trace=parent)
+    approval = Approval.objects.create(trace=parent, tool_call_id="c1", message_sequence=1, tool_name="bash")
+    task = _cancel(user=integrator, trace_id=parent.pk)
+    assert task.status.state == S.TASK_STATE_CANCELED
+    question.refresh_from_db()
+    approval.refresh_from_db()
+    assert question.status == TraceStatus.STOPPED and approval.status == ApprovalStatus.DENIED
+    assert TraceEvent.objects.filter(trace=parent, type="stopped").count() == 1
+    with pytest.raises(RunConflict):
+        human_answer(user=integrator, trace_id=question.pk, answer="too late")
+    with pytest.raises(TaskNotCancelableError):
+        _cancel(user=integrator, trace_id=parent.pk)

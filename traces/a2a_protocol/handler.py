@@ -30,10 +30,12 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 
 from traces.a2a_protocol import listing, send, tasks, updates
-from traces.models import ACTIVE_STATUSES, Trace
+from traces.models import ACTIVE_STATUSES, Trace, TraceStatus
 from traces.runner import RunConflict, TraceNotFound
 from traces.selectors import traces_visible_to
-from traces.services.runs import trace_stop
+from traces.services.runs import trace_stop, trace_stop_waiting
+
+S = pb.TaskState
 
 
 class AgentsiteUser(User):
@@ -76,13 +78,16 @@ def _cancel(*, user: Any, trace_id: str) -> pb.Task:
     trace = traces_visible_to(user).filter(pk=trace_id).first()
     if trace is None:
         raise TaskNotFoundError(message=f"task {trace_id!r} does not exist")
-    if trace.status not in ACTIVE_STATUSES:
-        state = pb.TaskState.Name(tasks.task_state(trace))
+    state = tasks.task_state(trace)
+    if state in tasks.TERMINAL_STATES or (state == S.TASK_STATE_INPUT_REQUIRED and trace.status != "waiting"):
         raise TaskNotCancelableError(
-            message=f"task {trace_id!r} is {state}: only a submitted or working task can be canceled"
+            message=f"task {trace_id!r} is {pb.TaskState.Name(state)} and cannot be canceled"
         )
     try:
-        trace = trace_stop(user=user, trace_id=trace_id)
+        if trace.status == TraceStatus.WAITING:
+            trace = trace_stop_waiting(user=user, trace_id=trace_id, reason="canceled by an A2A client")
+        else:
+            trace = trace_stop(user=user, trace_id=trace_id)
     except (RunConflict, TraceNotFound) as exc:
         raise TaskNotCancelableError(message=str(exc)) from None
     return tasks.task_of(trace)
