@@ -83,9 +83,9 @@ def test_input_required_says_the_question_and_the_task_carries_history_and_answe
     assert answer.parts[1].data.struct_value.fields["sum"].number_value == 4  # structured: a data part
 
 
-def test_list_tasks_pages_newest_first_and_refuses_a_forged_token(integrator, stranger):
+def test_list_tasks_pages_most_recently_updated_first_and_refuses_a_forged_token(integrator, stranger):
     base = timezone.now()
-    made = [make_trace(integrator, created_at=base + timedelta(seconds=n)) for n in range(5)]
+    made = [make_trace(integrator, updated_at=base + timedelta(seconds=n)) for n in range(5)]
     make_trace(stranger)
     seen, token = [], ""
     while True:

@@ -4,7 +4,7 @@ send module, a service or a read, through database_sync_to_async.
 
 Push notifications and the extended agent card are not offered (the card says so);
 their operations answer PushNotificationNotSupportedError and
-ExtendedAgentCardNotConfiguredError.
+UnsupportedOperationError (A2A CORE-CAP-001, CORE-CAP-003).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers.request_handler import RequestHandler, validate_request_params
 from a2a.types import a2a_pb2 as pb
 from a2a.utils.errors import (
-    ExtendedAgentCardNotConfiguredError,
     PushNotificationNotSupportedError,
     TaskNotCancelableError,
     TaskNotFoundError,
@@ -196,4 +195,5 @@ class TraceRequestHandler(RequestHandler):
     async def on_get_extended_agent_card(
         self, params: pb.GetExtendedAgentCardRequest, context: ServerCallContext
     ) -> pb.AgentCard:
-        raise ExtendedAgentCardNotConfiguredError
+        # CORE-CAP-003: the card says extendedAgentCard false, so UnsupportedOperationError
+        raise UnsupportedOperationError(message="this agent has no extended agent card")

@@ -1,8 +1,9 @@
-"""ListTasks: the caller's top-level traces as tasks, newest first, cursor-paginated.
+"""ListTasks: the caller's top-level traces as tasks, most recently updated first
+(the status timestamp, A2A CORE-LIST-003), cursor-paginated.
 
-The page token is the (created_at, trace_id) of the page's last task, base64-encoded:
-the next page starts strictly after it in the same order, so tasks created while a
-client pages never shift a page or repeat a task. Sub-traces (delegations, questions
+The page token is the (updated_at, trace_id) of the page's last task, base64-encoded:
+the next page starts strictly after it in the same order (a task updated while a
+client pages moves to the front and is not repeated). Sub-traces (delegations, questions
 to humans) are not tasks of their own: they are parts of their parent's task.
 """
 
@@ -26,17 +27,17 @@ from traces.selectors import traces_visible_to
 
 
 def _token(trace: Trace) -> str:
-    raw = json.dumps([trace.created_at.isoformat(), trace.trace_id])
+    raw = json.dumps([trace.updated_at.isoformat(), trace.trace_id])
     return base64.urlsafe_b64encode(raw.encode()).decode()
 
 
 def _after(token: str) -> Q:
     try:
-        created, trace_id = json.loads(base64.urlsafe_b64decode(token.encode()))
-        when = datetime.fromisoformat(created)
+        updated, trace_id = json.loads(base64.urlsafe_b64decode(token.encode()))
+        when = datetime.fromisoformat(updated)
     except (ValueError, TypeError, binascii.Error):
         raise InvalidParamsError(message="page_token is not one this server gave") from None
-    return Q(created_at__lt=when) | Q(created_at=when, trace_id__lt=trace_id)
+    return Q(updated_at__lt=when) | Q(updated_at=when, trace_id__lt=trace_id)
 
 
 def _filtered(user: Any, request: pb.ListTasksRequest) -> QuerySet[Trace]:
@@ -61,7 +62,7 @@ def tasks_list(*, user: Any, request: pb.ListTasksRequest) -> pb.ListTasksRespon
     history_length = request.history_length if request.HasField("history_length") else None
     found = _filtered(user, request)
     total = found.count()
-    ordered = found.order_by("-created_at", "-trace_id")
+    ordered = found.order_by("-updated_at", "-trace_id")
     if request.page_token:
         ordered = ordered.filter(_after(request.page_token))
     page = list(ordered[: size + 1])
