@@ -111,29 +111,34 @@ def test_a_delegation_to_an_a2a_agent_completes_and_is_recorded(stack, peer, scr
     )
 
 
-def test_an_input_required_round_trip_through_continue_from(stack, peer, scripted_llm_server):
+def test_a_remote_that_needs_input_makes_the_run_wait_for_a_human_answer(stack, peer, scripted_llm_server):
+    """input-required like ask_human: the remote's question becomes a human trace, the run
+    ends waiting (no worker held); the answer goes to the same remote task and the call
+    returns its result."""
     model = scripted_llm_server
     model.reset()
-
-    def answer(body: dict[str, Any]) -> Reply:
-        data = tool_data([m for m in body["messages"] if m["role"] == "tool"][-1]["content"])
-        assert data["status"] == "input-required" and "Which colour?" in data["summary"], data
-        return Reply(tool_calls=[ToolCall("agent", {"task": "teal", "continue_from": data["sub_trace_id"]})])
-
     model.script(
         "scripted",
-        [
-            Reply(tool_calls=[ToolCall("agent", {"task": "a question for you", "agent_url": peer})]),
-            answer,
-            "done",
-        ],
+        [Reply(tool_calls=[ToolCall("agent", {"task": "a question for you", "agent_url": peer})]), "done"],
     )
     trace_id = start(stack, "talk to the peer")
-    assert finished(stack, trace_id)["status"] == "completed"
-    first, second = tool_results(stack, trace_id, "agent")
-    assert tool_data(first)["status"] == "input-required"
-    assert tool_data(second)["status"] == "completed" and tool_data(second)["summary"] == "you chose teal"
-    assert tool_data(second)["sub_trace_id"] == tool_data(first)["sub_trace_id"]  # the same remote task
+    trace = finished(stack, trace_id)
+    assert trace["status"] == "waiting", trace
+    (child,) = trace["sub_traces"]
+    question = stack.api("GET", f"/traces/{child['trace_id']}")[1]["task"]
+    assert child["agent_type"] == "human" and "asks: Which colour?" in question
+    status, body = stack.api("POST", f"/traces/{child['trace_id']}/answer", {"answer": "teal"})
+    assert status == 200, body
+    done = stack.wait_for(
+        lambda: (t := stack.api("GET", f"/traces/{trace_id}")[1])["status"] == "completed" and t,
+        timeout=60,
+        what="the asking run to resume and complete",
+    )
+    assert done["result_summary"] == "done"
+    (result,) = tool_results(stack, trace_id, "agent")
+    data = tool_data(result)
+    assert data["status"] == "completed" and data["summary"] == "you chose teal"
+    assert f"({data['sub_trace_id']})" in question  # the answer went to the same remote task
 
 
 def test_a_failing_remote_and_an_unknown_skill_are_clear_tool_errors(stack, peer, scripted_llm_server):

@@ -7,7 +7,7 @@ from typing import Any
 
 from memory.presets import UnknownPreset, get_preset
 from tools.registry import tool
-from traces.collaboration import remote, subtraces
+from traces.collaboration import humans, remote, subtraces
 from traces.collaboration.subtraces import ChildOutcome, ChildSpec
 from traces.models import Trace, TraceStatus
 from traces.runner.tool_api import ToolContext, ToolError, ToolResult
@@ -252,6 +252,13 @@ def _remote(
             target = remote.remote_agent(agent_url)
     except remote.RemoteAgentError as exc:
         raise ToolError(str(exc)) from None
+    sent = task
+    question = _remote_question(ctx)
+    if question is not None:  # this call waited on a human for the remote's question
+        if question.status != TraceStatus.COMPLETED:
+            return _wait_for_human(question.trace_id)
+        sent, messages = question.result_summary or "", []
+        continue_id = remote.split_remote_id(question.context["remote_task"])[1]
     goal = subtraces.calling_goal(ctx.goal_tree, ctx.goal_id, task)
     goal_id = goal.goal_id if goal is not None else None
     placeholder = continue_from or f"{remote.SCHEME}{target.host}/(starting)"
@@ -263,7 +270,7 @@ def _remote(
         )
     try:
         outcome = remote.run_remote(
-            target, task=task, messages=messages, agent_type=agent_type or None, continue_trace_id=continue_id
+            target, task=sent, messages=messages, agent_type=agent_type or None, continue_trace_id=continue_id
         )
     except remote.RemoteAgentError as exc:
         if store is not None:
@@ -271,9 +278,68 @@ def _remote(
                 "sub_trace_completed", {"sub_trace_id": placeholder, "status": "failed", "error": str(exc)}
             )
         raise ToolError(str(exc)) from None
+    if question is not None:  # the answer reached the remote task: not to be sent again
+        question.context = {**question.context, "forwarded": True}
+        question.save(update_fields=["context"])
     subtraces.note_call(ctx.trace, ctx.tool_call_id, [outcome.trace_id], "delegate")
+    if outcome.status == "input-required":
+        return _ask_human_for_remote(ctx, goal_id, outcome, target)
     _finish(ctx, "delegate", goal, [outcome], [task])
     return _result("delegate", [outcome], [task], extra={"remote_agent": remote.describe(target)})
+
+
+def _remote_question(ctx: ToolContext) -> Trace | None:
+    """The question to a human this call asked for a remote agent, not yet forwarded."""
+    latest = (
+        Trace.objects.filter(
+            parent_trace_id=ctx.trace.trace_id,
+            agent_type=humans.HUMAN,
+            context__tool_call_id=ctx.tool_call_id,
+            context__remote_task__isnull=False,
+        )
+        .order_by("-created_at")
+        .first()
+    )
+    return None if latest is None or (latest.context or {}).get("forwarded") else latest
+
+
+def _ask_human_for_remote(
+    ctx: ToolContext, goal_id: str | None, outcome: ChildOutcome, target: remote.RemoteAgent
+) -> ToolResult:
+    """A remote task that needs input waits like ask_human: a human trace holds the
+    remote's question, this run ends `waiting` (no worker held), and the answer is
+    sent to the remote task when the call runs again."""
+    parent = ctx.trace
+    asked = outcome.error or outcome.summary or "the remote agent needs input"
+    child = humans.human_request_create(
+        parent=parent,
+        trace_id=subtraces.sub_trace_id(parent.trace_id, "human"),
+        goal_id=goal_id,
+        tool_call_id=ctx.tool_call_id,
+        question=f"{target.name or target.base_url} ({outcome.trace_id}) asks: {asked}",
+        to="expert",
+    )
+    child.context = {**child.context, "remote_task": outcome.trace_id}
+    child.save(update_fields=["context"])
+    subtraces.collaborator_upsert(
+        parent,
+        {
+            "name": target.name or target.base_url,
+            "type": "human",
+            "trace_id": child.trace_id,
+            "status": TraceStatus.WAITING,
+            "summary": f"remote asks: {' '.join(asked.split())[:150]}",
+        },
+    )
+    return _wait_for_human(child.trace_id)
+
+
+def _wait_for_human(trace_id: str) -> ToolResult:
+    return ToolResult(
+        title="Waiting for a human to answer a remote agent",
+        output=f"the remote agent's question was sent as {trace_id}",
+        metadata={"suspend": True, "sub_trace_ids": [trace_id], "mode": "human"},
+    )
 
 
 def _result(

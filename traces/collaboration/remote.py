@@ -135,7 +135,7 @@ def _outcome(agent: RemoteAgent, task: pb.Task) -> ChildOutcome:
     status = STATUSES[state]
     summary: str | None = a2a_client.answer_of(task) if status == "completed" else None
     if status == "input-required":
-        summary = f"the remote agent asks: {said or '(no question text)'} -- answer with agent(task='<answer>', continue_from={remote_id!r})"
+        summary = said or "(no question text)"  # the agent tool asks a human (tools/builtin/agent.py)
     elif status == "auth-required":
         summary = f"the remote agent waits for an authorization on its side ({said}); call again with continue_from={remote_id!r} later"
     return ChildOutcome(
