@@ -159,3 +159,20 @@ def test_cancel_of_a_waiting_task_stops_it_its_question_and_its_pending_approval
         human_answer(user=integrator, trace_id=question.pk, answer="too late")
     with pytest.raises(TaskNotCancelableError):
         _cancel(user=integrator, trace_id=parent.pk)
+
+
+def test_workspace_files_are_file_parts_within_the_limits(integrator, settings, tmp_path):
+    from traces.runner.tool_api import workspace_for
+
+    settings.AGENT_WORKSPACE_ROOT = str(tmp_path)
+    settings.AGENT_A2A_MAX_FILE_BYTES = 100
+    trace = make_trace(integrator, result_summary="wrote it")
+    assert tasks.workspace_files(trace) == [] and not any(tmp_path.iterdir())  # a read makes no directory
+    workspace = workspace_for(trace.trace_id)
+    (workspace / "notes").mkdir()
+    (workspace / "notes" / "plan.md").write_text("# plan")
+    (workspace / "big.bin").write_bytes(b"x" * 101)
+    (answer, files) = tasks.task_of(trace).artifacts
+    assert answer.artifact_id == "answer" and files.artifact_id == "workspace"
+    (part,) = files.parts
+    assert (part.filename, part.raw, part.media_type) == ("notes/plan.md", b"# plan", "text/markdown")

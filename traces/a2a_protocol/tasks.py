@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import mimetypes
-from pathlib import Path
 
 from a2a.types import a2a_pb2 as pb
 from django.conf import settings
@@ -35,7 +34,7 @@ from traces.collaboration.humans import HUMAN
 from traces.models import Message, MessageKind, Trace, TraceStatus
 from traces.runner.config import STEP_LIMIT_PREFIX
 from traces.runner.prepare import text_of
-from traces.runner.tool_api import workspace_for
+from traces.runner.tool_api import workspace_path
 from traces.selectors import trace_main_path
 
 S = pb.TaskState
@@ -205,10 +204,9 @@ def workspace_files(trace: Trace) -> list[pb.Part]:
     """File parts for the regular files of a root trace's workspace, smallest limits first."""
     if trace.parent_trace_id or trace.agent_type == HUMAN:
         return []
-    root = Path(settings.AGENT_WORKSPACE_ROOT)
-    if not root.is_dir():
+    directory = workspace_path(trace.trace_id)  # a read: no directory is made for it
+    if not directory.is_dir():
         return []
-    directory = workspace_for(trace.trace_id)
     parts: list[pb.Part] = []
     for path in sorted(p for p in directory.rglob("*") if p.is_file() and not p.is_symlink()):
         if len(parts) >= settings.AGENT_A2A_MAX_FILES:
