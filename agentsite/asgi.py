@@ -11,13 +11,15 @@ django_asgi_app = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter  # noqa: E402
 
+from traces.a2a_protocol.app import with_a2a  # noqa: E402
 from traces.api.websocket_auth import websocket_auth_stack  # noqa: E402
 from traces.events.routing import websocket_router  # noqa: E402
 from traces.mcp.mount import with_mcp  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": with_mcp(django_asgi_app),  # /mcp: agentsite as an MCP server (traces/mcp/)
+        # /mcp: agentsite as an MCP server (traces/mcp/); A2A (X4): the card and /a2a/
+        "http": with_a2a(with_mcp(django_asgi_app)),
         "websocket": websocket_auth_stack(websocket_router),
     }
 )

@@ -332,6 +332,22 @@ AGENT_REMOTE_TIMEOUT = env_float("AGENT_REMOTE_TIMEOUT", 600.0, minimum=1.0)
 AGENT_REMOTE_POLL_SECONDS = env_float("AGENT_REMOTE_POLL_SECONDS", 0.5, minimum=0.05)
 AGENT_REMOTE_REQUEST_TIMEOUT = env_float("AGENT_REMOTE_REQUEST_TIMEOUT", 30.0, minimum=1.0)
 
+# A2A server (traces/a2a_protocol): the card's name, the presets offered as skills
+# (empty: every preset), how long a blocking SendMessage waits, how often a stream
+# reads the event log, and the workspace files a task's artifacts carry.
+AGENT_A2A_NAME = env_str("AGENT_A2A_NAME", "agentsite")
+AGENT_A2A_DESCRIPTION = env_str(
+    "AGENT_A2A_DESCRIPTION", "Agents that plan, use tools and delegate; every task is a reviewable trace."
+)
+AGENT_A2A_VERSION = env_str("AGENT_A2A_VERSION", "0.1.0")
+AGENT_A2A_PRESETS = env_list("AGENT_A2A_PRESETS", [])
+AGENT_A2A_BLOCKING_TIMEOUT = env_float("AGENT_A2A_BLOCKING_TIMEOUT", 600.0, minimum=1.0)
+AGENT_A2A_POLL_SECONDS = env_float("AGENT_A2A_POLL_SECONDS", 0.25, minimum=0.02)
+AGENT_A2A_MAX_FILES = env_int("AGENT_A2A_MAX_FILES", 20, minimum=0)
+AGENT_A2A_MAX_FILE_BYTES = env_int("AGENT_A2A_MAX_FILE_BYTES", 1_000_000, minimum=0)
+# A2A client: how long a remote agent's fetched card is used before it is fetched again.
+AGENT_A2A_CARD_TTL = env_float("AGENT_A2A_CARD_TTL", 300.0, minimum=0.0)
+
 
 def _projects() -> dict[str, dict[str, Any]]:
     """AGENT_PROJECTS as {name: {"path": ..., "writable": ...}}; the directories are

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.db.models import QuerySet
@@ -15,7 +16,7 @@ from django.utils.text import Truncator
 from django.utils.timezone import localtime
 
 from traces.collaboration.humans import HUMAN, human_answer
-from traces.models import Approval, Goal, InboxMessage, Message, Trace, TraceEvent
+from traces.models import Approval, Goal, InboxMessage, Message, RemoteAgentConfig, Trace, TraceEvent
 from traces.runner import RunError
 from traces.services.approvals import approval_decide
 from traces.services.delete import IN_FLIGHT, deletion_plan, trace_delete
@@ -370,3 +371,25 @@ class InboxMessageAdmin(admin.ModelAdmin):
     list_filter = ("read_at",)
     search_fields = ("to_trace__trace_id", "from_agent_id", "conversation_id")
     raw_id_fields = ("to_trace", "sender")
+
+
+@admin.register(RemoteAgentConfig)
+class RemoteAgentConfigAdmin(admin.ModelAdmin):
+    """Remote agents the `agent` tool may call (A2A), each with its own key; the key is write-only here."""
+
+    list_display = ["url", "name", "enabled", "created_at"]
+    list_filter = ["enabled"]
+    search_fields = ["url", "name"]
+
+    def get_form(self, request: Any, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
+        form = super().get_form(request, obj, change=change, **kwargs)
+        form.base_fields["api_key"].widget = forms.PasswordInput(render_value=False)
+        form.base_fields[
+            "api_key"
+        ].help_text = "sent as Authorization: Bearer <key>; leave empty to keep the stored key"
+        return form
+
+    def save_model(self, request: Any, obj: RemoteAgentConfig, form: Any, change: bool) -> None:
+        if change and not obj.api_key:  # the key is never rendered back: empty means unchanged
+            obj.api_key = RemoteAgentConfig.objects.values_list("api_key", flat=True).get(pk=obj.pk)
+        super().save_model(request, obj, form, change)

@@ -34,10 +34,12 @@ class TracesConfig(AppConfig):
     def _extend_runs(self) -> None:
         """Collaboration and notifications plug into every run (the runner imports neither)."""
         from traces.collaboration.inbox import inbox_context_hook
+        from traces.collaboration.remote import remote_agents_context_hook
         from traces.collaboration.subtraces import healed_result
         from traces.notifications import notify_run_ended
         from traces.runner.extensions import extensions
 
         extensions.add("context_hooks", inbox_context_hook)
+        extensions.add("context_hooks", remote_agents_context_hook)
         extensions.add("healers", healed_result)
         extensions.add("after_end", notify_run_ended)

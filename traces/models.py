@@ -12,6 +12,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from traces.remote_agents import RemoteAgentConfig  # noqa: F401  (a model of this app, in its own module)
+
 
 class TraceStatus(models.TextChoices):
     QUEUED = "queued"  # accepted, its request stored (Trace.run_request), no worker has claimed it yet

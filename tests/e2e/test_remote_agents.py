@@ -1,8 +1,9 @@
-"""Remote agents (S5) and ask_human across a worker restart (S3), on live services.
+"""Remote agents (S5, X4) and ask_human across a worker restart (S3), on live services.
 
 Two instances of the service on loopback, each real daphne + qcluster on its own
 SQLite file, configured with each other's URL and API key (AGENT_REMOTE_AGENTS):
-an agent on one delegates to, continues, and is called back by the other.
+an agent on one delegates to, continues, and is called back by the other, over
+the A2A protocol (each serves it; each calls with the a2a-sdk's client).
 """
 
 from __future__ import annotations
@@ -112,10 +113,16 @@ def test_an_agent_delegates_to_a_remote_instance_and_continues_the_same_remote_t
     status, _ = a.api("POST", f"/traces/{trace_id}/run", {"messages": [{"role": "user", "content": "more"}]})
     assert status == 202
     assert finished(a, trace_id)["result_summary"] == "b remembered"
-    assert "teal, then coral" in tool_results(a, trace_id, "agent")[-1]
-    on_b = b.api("GET", f"/traces/{remote_trace}")[1]
+    followed = json.loads(tool_results(a, trace_id, "agent")[-1].split("\n\n", 1)[1])
+    assert followed["summary"] == "teal, then coral"
+    # A2A: a finished task takes no more messages, so the follow-up is a new task in the
+    # same context on b, started from that context's conversation ("name a colour")
+    next_trace = followed["sub_trace_id"].rsplit("/", 1)[1]
+    assert next_trace != remote_trace
+    on_b = b.api("GET", f"/traces/{next_trace}")[1]
     assert on_b["result_summary"] == "teal, then coral"
-    assert b.api("GET", "/traces?parent=none")[1]["count"] == 1  # continued, not a new trace
+    assert on_b["context"]["a2a"]["context_id"] == remote_trace
+    assert b.api("GET", f"/traces/{remote_trace}")[1]["result_summary"] == "teal"
 
 
 def test_the_remote_instance_calls_back_the_first_one(pair, scripted_llm_server):

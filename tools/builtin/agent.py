@@ -7,7 +7,7 @@ from typing import Any
 
 from memory.presets import UnknownPreset, get_preset
 from tools.registry import tool
-from traces.collaboration import remote, subtraces
+from traces.collaboration import humans, remote, subtraces
 from traces.collaboration.subtraces import ChildOutcome, ChildSpec
 from traces.models import Trace, TraceStatus
 from traces.runner.tool_api import ToolContext, ToolError, ToolResult
@@ -31,8 +31,10 @@ def agent(
       reports back; continue_from resumes an earlier sub-agent with its history.
     - task as a list of strings (explore): one read-only sub-agent per task, all
       running at the same time; you get their findings merged.
-    - agent_url: run the task on another agent service instead (continue_from then
-      takes the remote id "agent://host/trace_id" it returned).
+    - agent_url: run the task on a remote agent (any A2A agent, listed under "Remote
+      agents" with its skills; agent_type picks a skill). continue_from then takes the
+      remote id "agent://host/task_id" it returned; a remote that asks for input
+      (status input-required) gets your answer the same way.
     Sub-agents share your workspace but not your conversation: put everything they
     need into the task (or messages). They cannot start agents themselves.
 
@@ -43,7 +45,7 @@ def agent(
         continue_from: Id of an earlier sub-trace (or agent://host/trace_id) to resume instead of starting anew.
         agent_type: Preset of the sub-agent (e.g. explore, analyst); default: default for delegate, explore for lists.
         skills: Skills to put into the sub-agent's system prompt (overrides the preset's).
-        agent_url: URL of another agent service to run the task on.
+        agent_url: URL of a remote (A2A) agent to run the task on.
     """
     if isinstance(task, list) and messages and all(isinstance(m, list) for m in messages):
         if len(messages) != len(task):
@@ -250,6 +252,13 @@ def _remote(
             target = remote.remote_agent(agent_url)
     except remote.RemoteAgentError as exc:
         raise ToolError(str(exc)) from None
+    sent = task
+    question = _remote_question(ctx)
+    if question is not None:  # this call waited on a human for the remote's question
+        if question.status != TraceStatus.COMPLETED:
+            return _wait_for_human(question.trace_id)
+        sent, messages = question.result_summary or "", []
+        continue_id = remote.split_remote_id(question.context["remote_task"])[1]
     goal = subtraces.calling_goal(ctx.goal_tree, ctx.goal_id, task)
     goal_id = goal.goal_id if goal is not None else None
     placeholder = continue_from or f"{remote.SCHEME}{target.host}/(starting)"
@@ -261,7 +270,7 @@ def _remote(
         )
     try:
         outcome = remote.run_remote(
-            target, task=task, messages=messages, agent_type=agent_type or None, continue_trace_id=continue_id
+            target, task=sent, messages=messages, agent_type=agent_type or None, continue_trace_id=continue_id
         )
     except remote.RemoteAgentError as exc:
         if store is not None:
@@ -269,12 +278,73 @@ def _remote(
                 "sub_trace_completed", {"sub_trace_id": placeholder, "status": "failed", "error": str(exc)}
             )
         raise ToolError(str(exc)) from None
+    if question is not None:  # the answer reached the remote task: not to be sent again
+        question.context = {**question.context, "forwarded": True}
+        question.save(update_fields=["context"])
     subtraces.note_call(ctx.trace, ctx.tool_call_id, [outcome.trace_id], "delegate")
+    if outcome.status == "input-required":
+        return _ask_human_for_remote(ctx, goal_id, outcome, target)
     _finish(ctx, "delegate", goal, [outcome], [task])
-    return _result("delegate", [outcome], [task])
+    return _result("delegate", [outcome], [task], extra={"remote_agent": remote.describe(target)})
 
 
-def _result(mode: str, outcomes: list[ChildOutcome], tasks: list[str]) -> ToolResult:
+def _remote_question(ctx: ToolContext) -> Trace | None:
+    """The question to a human this call asked for a remote agent, not yet forwarded."""
+    latest = (
+        Trace.objects.filter(
+            parent_trace_id=ctx.trace.trace_id,
+            agent_type=humans.HUMAN,
+            context__tool_call_id=ctx.tool_call_id,
+            context__remote_task__isnull=False,
+        )
+        .order_by("-created_at")
+        .first()
+    )
+    return None if latest is None or (latest.context or {}).get("forwarded") else latest
+
+
+def _ask_human_for_remote(
+    ctx: ToolContext, goal_id: str | None, outcome: ChildOutcome, target: remote.RemoteAgent
+) -> ToolResult:
+    """A remote task that needs input waits like ask_human: a human trace holds the
+    remote's question, this run ends `waiting` (no worker held), and the answer is
+    sent to the remote task when the call runs again."""
+    parent = ctx.trace
+    asked = outcome.error or outcome.summary or "the remote agent needs input"
+    child = humans.human_request_create(
+        parent=parent,
+        trace_id=subtraces.sub_trace_id(parent.trace_id, "human"),
+        goal_id=goal_id,
+        tool_call_id=ctx.tool_call_id,
+        question=f"{target.name or target.base_url} ({outcome.trace_id}) asks: {asked}",
+        to="expert",
+    )
+    child.context = {**child.context, "remote_task": outcome.trace_id}
+    child.save(update_fields=["context"])
+    subtraces.collaborator_upsert(
+        parent,
+        {
+            "name": target.name or target.base_url,
+            "type": "human",
+            "trace_id": child.trace_id,
+            "status": TraceStatus.WAITING,
+            "summary": f"remote asks: {' '.join(asked.split())[:150]}",
+        },
+    )
+    return _wait_for_human(child.trace_id)
+
+
+def _wait_for_human(trace_id: str) -> ToolResult:
+    return ToolResult(
+        title="Waiting for a human to answer a remote agent",
+        output=f"the remote agent's question was sent as {trace_id}",
+        metadata={"suspend": True, "sub_trace_ids": [trace_id], "mode": "human"},
+    )
+
+
+def _result(
+    mode: str, outcomes: list[ChildOutcome], tasks: list[str], extra: dict[str, Any] | None = None
+) -> ToolResult:
     failed = [o for o in outcomes if o.status != "completed"]
     if mode == "delegate":
         outcome = outcomes[0]
@@ -282,6 +352,7 @@ def _result(mode: str, outcomes: list[ChildOutcome], tasks: list[str]) -> ToolRe
             "mode": mode,
             **outcome.as_dict(),
             "continue_from": f"agent(task='<next step>', continue_from={outcome.trace_id!r})",
+            **(extra or {}),
         }
         if outcome.paused:
             data["note"] = "the sub-agent paused at its step limit; continue it with continue_from to go on"

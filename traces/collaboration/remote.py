@@ -1,26 +1,25 @@
-"""Remote agents (S5): sub-traces run by another instance of this service.
+"""Remote agents (S5, X4): tasks run by any A2A agent, another agentsite included.
 
-A remote child is named `agent://<host:port>/<trace_id>` (seed "跨设备存储"). The
-instance is reached over its REST API (`POST /api/traces`, `POST
-/api/traces/{id}/run`, polling `GET /api/traces/{id}` until the run ends) with
-the API key configured for it in `AGENT_REMOTE_AGENTS` (a JSON object: URL or
-`host:port` -> token). Only configured instances are reachable, so a model
-cannot point the service at arbitrary hosts. Every failure is a RemoteAgentError
-with a reason the model can act on.
+A remote child is named `agent://<host:port>/<task_id>` (seed "跨设备存储"). The
+agent is reached over the A2A protocol (traces/collaboration/a2a_client.py) with
+the API key configured for it: a RemoteAgentConfig row (the admin) or
+AGENT_REMOTE_AGENTS (a JSON object: URL or `host:port` -> token). Only configured
+agents are reachable, so a model cannot point the service at arbitrary hosts.
+Every failure is a RemoteAgentError with a reason the model can act on.
 """
 
 from __future__ import annotations
 
-import json
-import time
 import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
+from a2a.types import a2a_pb2 as pb
 from django.conf import settings
 
-from traces.collaboration.subtraces import TERMINAL, ChildOutcome
+from traces.collaboration import a2a_client
+from traces.collaboration.subtraces import ChildOutcome
+from traces.remote_agents import RemoteAgentConfig
 
 SCHEME = "agent://"
 
@@ -33,6 +32,7 @@ class RemoteAgentError(Exception):
 class RemoteAgent:
     base_url: str  # "http://host:port", no trailing slash
     key: str
+    name: str = ""
 
     @property
     def host(self) -> str:
@@ -56,7 +56,11 @@ def split_remote_id(value: str) -> tuple[str, str]:
 
 
 def configured_agents() -> list[RemoteAgent]:
-    agents = []
+    """The admin's enabled remote agents, then AGENT_REMOTE_AGENTS's."""
+    agents = [
+        RemoteAgent(row.url.rstrip("/"), row.api_key, row.name)
+        for row in RemoteAgentConfig.objects.filter(enabled=True)
+    ]
     for target, key in (getattr(settings, "AGENT_REMOTE_AGENTS", None) or {}).items():
         url = target if "://" in target else f"http://{target}"
         agents.append(RemoteAgent(url.rstrip("/"), str(key)))
@@ -72,7 +76,7 @@ def remote_agent(target: str) -> RemoteAgent:
     known = ", ".join(a.base_url for a in configured_agents()) or "none"
     raise RemoteAgentError(
         f"no remote agent is configured for {target!r} (configured: {known}); "
-        "an operator adds it with its API key to AGENT_REMOTE_AGENTS"
+        "an operator adds it with its API key in the admin (Remote agents) or AGENT_REMOTE_AGENTS"
     )
 
 
@@ -85,83 +89,107 @@ def run_remote(
     continue_trace_id: str | None = None,
     timeout: float | None = None,
 ) -> ChildOutcome:
-    """Start (or continue) a run on `agent`, wait for it to end, return what came of it."""
-    body_messages = [*(messages or []), {"role": "user", "content": task}]
-    if continue_trace_id:
-        _request(agent, "POST", f"/api/traces/{_quote(continue_trace_id)}/run", {"messages": body_messages})
-        trace_id = continue_trace_id
-    else:
-        payload: dict[str, Any] = {"messages": body_messages}
-        if agent_type and agent_type != "default":
-            payload["preset"] = agent_type
-        started = _request(agent, "POST", "/api/traces", payload)
-        trace_id = str(started.get("trace_id") or "")
-        if not trace_id:
-            raise RemoteAgentError(f"{agent.base_url} answered without a trace_id: {started}")
-    trace = _wait(agent, trace_id, timeout or settings.AGENT_REMOTE_TIMEOUT)
+    """Send `task` (after the context `messages`) to `agent` as an A2A task, or continue
+    its task `continue_trace_id`; wait until it ends or needs input; what came of it."""
+    try:
+        found = a2a_client.run_a2a_task(
+            agent.base_url,
+            agent.key,
+            text=_with_context(task, messages),
+            skill=agent_type if agent_type and agent_type != "default" else None,
+            continue_task_id=continue_trace_id,
+            timeout=timeout or settings.AGENT_REMOTE_TIMEOUT,
+        )
+    except a2a_client.A2ACallError as exc:
+        raise RemoteAgentError(str(exc)) from None
+    if isinstance(found, pb.Message):  # an agent may answer with a message and no task
+        text = a2a_client.text_of_parts(found.parts)
+        return ChildOutcome(
+            agent.remote_id(found.task_id or found.message_id),
+            "completed",
+            summary=text,
+            remote=agent.base_url,
+        )
+    return _outcome(agent, found)
+
+
+STATUSES = {
+    pb.TaskState.TASK_STATE_COMPLETED: "completed",
+    pb.TaskState.TASK_STATE_FAILED: "failed",
+    pb.TaskState.TASK_STATE_REJECTED: "failed",
+    pb.TaskState.TASK_STATE_CANCELED: "stopped",
+    pb.TaskState.TASK_STATE_INPUT_REQUIRED: "input-required",
+    pb.TaskState.TASK_STATE_AUTH_REQUIRED: "auth-required",
+}
+
+
+def _outcome(agent: RemoteAgent, task: pb.Task) -> ChildOutcome:
+    remote_id = agent.remote_id(task.id)
+    state = task.status.state
+    if state not in STATUSES:
+        raise RemoteAgentError(
+            f"remote task {remote_id} is still {pb.TaskState.Name(state)} after waiting; "
+            f"call agent again with continue_from={remote_id!r} to keep waiting for it"
+        )
+    said = a2a_client.text_of_parts(task.status.message.parts)
+    status = STATUSES[state]
+    summary: str | None = a2a_client.answer_of(task) if status == "completed" else None
+    if status == "input-required":
+        summary = said or "(no question text)"  # the agent tool asks a human (tools/builtin/agent.py)
+    elif status == "auth-required":
+        summary = f"the remote agent waits for an authorization on its side ({said}); call again with continue_from={remote_id!r} later"
     return ChildOutcome(
-        agent.remote_id(trace_id),
-        trace.get("status") or "unknown",
-        summary=trace.get("result_summary"),
-        error=trace.get("error_message"),
+        remote_id,
+        status,
+        summary=summary,
+        error=said if status in ("failed", "stopped") else None,
         stats={
-            "message_count": 0,
+            "message_count": len(task.history),
             "prompt_tokens": 0,
             "completion_tokens": 0,
-            "total_tokens": int(trace.get("total_tokens") or 0),
-            "total_cost": float(trace.get("total_cost") or 0.0),
-            "unpriced_calls": int(trace.get("unpriced_calls") or 0),
+            "total_tokens": 0,
+            "total_cost": 0.0,
+            "unpriced_calls": 0,
             "duration_ms": 0,
         },
         remote=agent.base_url,
     )
 
 
-def _wait(agent: RemoteAgent, trace_id: str, timeout: float) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
-        trace = _request(agent, "GET", f"/api/traces/{_quote(trace_id)}")
-        if trace.get("status") in (*TERMINAL, "waiting"):
-            return trace
-        if time.monotonic() > deadline:
-            raise RemoteAgentError(
-                f"remote trace {agent.remote_id(trace_id)} is still {trace.get('status')} after {timeout:g} s; "
-                f"call agent again with continue_from={agent.remote_id(trace_id)!r} to keep waiting for it"
-            )
-        time.sleep(settings.AGENT_REMOTE_POLL_SECONDS)
+def _with_context(task: str, messages: list[dict[str, Any]] | None) -> str:
+    if not messages:
+        return task
+    lines = [f"[{m.get('role', 'user')}] {m.get('content')}" for m in messages if m.get("content")]
+    return "Context:\n" + "\n".join(lines) + "\n\nTask:\n" + task
 
 
-def _quote(trace_id: str) -> str:
-    return urllib.parse.quote(trace_id, safe="@-")
+def describe(agent: RemoteAgent) -> dict[str, Any]:
+    """What the model may know of a remote agent: its card's name, description and skills
+    when the card was fetched (no network here)."""
+    card = a2a_client.cached_card(agent.base_url)
+    if card is None:
+        return {"url": agent.base_url, "name": agent.name}
+    return {
+        "url": agent.base_url,
+        "name": card.name or agent.name,
+        "description": card.description,
+        "skills": [{"id": s.id, "description": s.description} for s in card.skills],
+    }
 
 
-def _request(
-    agent: RemoteAgent, method: str, path: str, body: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    """One call to `agent`'s API, its JSON answer; a redirect is not followed (only the
-    configured instance is spoken to) and, like any answer but 2xx, is a RemoteAgentError."""
-    try:
-        response = httpx.request(
-            method,
-            agent.base_url + path,
-            json=body,
-            headers={"Authorization": f"Token {agent.key}"},
-            timeout=settings.AGENT_REMOTE_REQUEST_TIMEOUT,
-        )
-    except (httpx.TransportError, httpx.InvalidURL) as exc:  # refused, reset, timed out, bad address
-        raise RemoteAgentError(f"remote agent {agent.base_url} is unreachable ({exc})") from None
-    if not response.is_success:
-        detail = response.content[:500].decode(errors="replace")
-        try:
-            detail = json.loads(detail).get("error", detail)
-        except (ValueError, AttributeError):
-            pass
-        raise RemoteAgentError(
-            f"remote agent {agent.base_url} answered {response.status_code} to {method} {path}: {detail}"
-        )
-    try:
-        return json.loads(response.content or b"{}")
-    except ValueError:
-        raise RemoteAgentError(
-            f"remote agent {agent.base_url} answered {method} {path} with invalid JSON"
-        ) from None
+def remote_agents_context_hook(trace: Any, goal_tree: Any) -> str | None:
+    """R7 context hook: the remote agents the `agent` tool may call (agent_url), with the
+    skills of those whose card was fetched (pass one as agent_type)."""
+    if trace.parent_trace_id:
+        return None  # sub-agents do not start agents
+    agents = configured_agents()
+    if not agents:
+        return None
+    lines = ["## Remote agents (agent tool, agent_url)", ""]
+    for agent in agents:
+        info = describe(agent)
+        line = f"- {info['url']}" + (f" ({info['name']})" if info.get("name") else "")
+        if info.get("skills"):
+            line += ": skills (agent_type) " + ", ".join(s["id"] for s in info["skills"])
+        lines.append(line)
+    return "\n".join(lines)

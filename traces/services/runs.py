@@ -36,7 +36,7 @@ from memory.presets import Preset, UnknownPreset, get_preset
 from traces import events as event_bus
 from traces.llm import ModelNotConfigured, agent_model
 from traces.media.intake import media_intake
-from traces.models import ACTIVE_STATUSES, Trace, TraceStatus
+from traces.models import ACTIVE_STATUSES, Approval, ApprovalStatus, Trace, TraceStatus
 from traces.runner import InvalidRun, RunConfig, RunConflict, TraceNotFound, run_settings
 from traces.runner.extensions import extensions
 from traces.runner.prepare import new_trace_id, plan_existing, text_of, validate_messages
@@ -244,6 +244,56 @@ def trace_stop(*, user: Any, trace_id: str) -> Trace:
         trace.refresh_from_db()
         raise RunConflict(
             f"trace {trace.trace_id!r} finished (status {trace.status}) before it could be stopped"
+        )
+    trace.refresh_from_db()
+    return trace
+
+
+def trace_stop_waiting(*, user: Any, trace_id: str, reason: str) -> Trace:
+    """Stop a waiting trace (an A2A CancelTask of an input- or auth-required task).
+
+    Nothing runs, so nothing is flagged: the trace and its waiting children end
+    `stopped` here (a `stopped` event each), their open questions can no longer be
+    answered and their pending approvals are denied with `reason`. Raises
+    TraceNotFound (404), RunConflict (409) when the trace is not waiting.
+    """
+    trace = _trace_for(user, trace_id)
+    now = timezone.now()
+    with transaction.atomic():
+        waiting = [
+            trace.pk,
+            *Trace.objects.filter(parent_trace_id=trace.pk, status=TraceStatus.WAITING).values_list(
+                "pk", flat=True
+            ),
+        ]
+        for pk in waiting:
+            stopped = Trace.objects.filter(pk=pk, status=TraceStatus.WAITING).update(
+                status=TraceStatus.STOPPED,
+                completed_at=now,
+                updated_at=now,
+                error_message=reason,
+                last_event_id=F("last_event_id") + 1,
+            )
+            if not stopped and pk == trace.pk:
+                raise RunConflict(
+                    f"trace {trace.trace_id!r} is not waiting (status {trace.status}); nothing to stop"
+                )
+            if stopped:
+                head = Trace.objects.values_list("head_sequence", flat=True).get(pk=pk)
+                event_bus.event_append(
+                    pk,
+                    "stopped",
+                    {
+                        "status": TraceStatus.STOPPED,
+                        "result": None,
+                        "error": reason,
+                        "head_sequence": head,
+                        "reason": reason,
+                    },
+                    id_taken=True,
+                )
+        Approval.objects.filter(trace_id__in=waiting, status=ApprovalStatus.PENDING).update(
+            status=ApprovalStatus.DENIED, decided_at=now, decision_note=reason
         )
     trace.refresh_from_db()
     return trace
