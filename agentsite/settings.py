@@ -218,6 +218,12 @@ AGENT_SANDBOX_CPU_SECONDS = env_int("AGENT_SANDBOX_CPU_SECONDS", 60, minimum=1)
 AGENT_SANDBOX_MEMORY_MB = env_int("AGENT_SANDBOX_MEMORY_MB", 2048, minimum=64)
 AGENT_SANDBOX_MAX_PROCESSES = env_int("AGENT_SANDBOX_MAX_PROCESSES", 256, minimum=8)
 AGENT_SANDBOX_FILE_MB = env_int("AGENT_SANDBOX_FILE_MB", 1024, minimum=1)
+
+# MCP servers as tool sources (tools/mcp/): a JSON file of server declarations for
+# deployments (the admin declares others), and how long a server's tool list is
+# trusted before it is listed again (a list_changed notification relists at once).
+AGENT_MCP_SERVERS_FILE = env_str("AGENT_MCP_SERVERS_FILE")
+AGENT_MCP_LIST_SECONDS = env_int("AGENT_MCP_LIST_SECONDS", 300, minimum=1)
 AGENT_LEASE_SECONDS = env_int("AGENT_LEASE_SECONDS", 30, minimum=2)
 AGENT_STOP_POLL_SECONDS = env_float("AGENT_STOP_POLL_SECONDS", 0.25, minimum=0.01)
 # Memory (M4, M6): experiences retrieved per new trace, optional embeddings, skill dirs.

@@ -145,6 +145,10 @@ class ToolRegistry:
             if n not in denied_set and self._tools[n].unavailable_reason() is None
         ]
 
+    def version(self) -> Any:
+        """The built-ins are fixed once registered (the MCP tool set changes: tools/mcp/toolset.py)."""
+        return 0
+
     def check_requested(self, names: list[str]) -> None:
         """ValueError naming the tools in `names` that are unknown or cannot run here."""
         unknown = [n for n in names if n not in self._tools]
@@ -169,9 +173,9 @@ class ToolRegistry:
         `offered` is the set of tools this run may use: anything else is refused
         as unknown, so a denied tool cannot be executed even when named (T5).
         """
-        tool = self._tools.get(name)
+        tool = self.get(name)
         if tool is None or (offered is not None and name not in offered):
-            available = ", ".join(sorted(offered if offered is not None else self._tools))
+            available = ", ".join(sorted(offered if offered is not None else self.names()))
             return _error(f"Unknown tool {name!r}. Available tools: {available}.")
         try:
             kwargs = tool.validate_arguments(_parse_arguments(arguments))

@@ -66,6 +66,10 @@ class ToolSet(Protocol):
         self, name: str, arguments: Any, ctx: ToolContext, *, offered: set[str], timeout: float | None
     ) -> ToolResult: ...
 
+    def version(self) -> Any:
+        """Changes when the tools it offers may have (an MCP server's list changed): runs select again."""
+        ...
+
 
 @dataclass
 class RunExtensions:

@@ -211,6 +211,7 @@ class AgentRunner(RunSetup, ModelCalls, ContextManagement, ToolCalls, Strategies
                     yield injected
             run.store.emit("round_start", {"iteration": iteration})
             run.fresh.clear()  # everything added so far was yielded where it was made
+            self._refresh_tools(run)  # a tool list that changed is offered from this request on
             request = self._request(run)
             yield from self._prepared_messages(run)  # a compaction's summary and carried tail
             try:

@@ -87,6 +87,23 @@ class RunSetup(RunnerBase):
             allowed = preset.allowed_tools
         return self.tool_registry.select(allowed=allowed, denied=preset.denied_tools)
 
+    def _refresh_tools(self, run: RunState) -> None:
+        """Select the run's tools again when the tool set changed (an MCP server's list), for the next request."""
+        version = self.tool_registry.version()
+        if version == run.tools_version:
+            return
+        run.tools_version = version
+        tools = self._select_tools(run.config, run.preset, check=False)
+        schemas = [t.schema() for t in tools]
+        if schemas == run.tool_schemas:
+            return
+        before, after = {t.name for t in run.tools}, {t.name for t in tools}
+        run.offer(tools)
+        run.store.emit(
+            "tools_changed",
+            {"added": sorted(after - before), "removed": sorted(before - after), "tools": sorted(after)},
+        )
+
     def _model(self, name: str | None) -> ModelSettings:
         try:
             return agent_model(name)
@@ -164,6 +181,7 @@ class RunSetup(RunnerBase):
             microcompact_keep=microcompact_keep,
             microcompact_at=trigger_tokens(context_limit(model.model)),
             policy=policy,
+            tools_version=self.tool_registry.version(),
             gated=policy != "auto"
             or (trace.last_sequence > 0 and Approval.objects.filter(trace=trace).exists()),
         )

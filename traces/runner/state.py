@@ -85,10 +85,15 @@ class RunState:
     lessons: list[str] = field(default_factory=list)  # Reflexion's lessons, in every later request
     step_lessons: int = 0  # lessons learned in the current step (a plan step, or the whole loop)
 
+    tools_version: Any = None  # the tool set's version the tools were selected at
     offered: set[str] = field(init=False)  # names of self.tools
     tool_schemas: list[dict[str, Any]] = field(init=False)  # what every model request offers
 
     def __post_init__(self) -> None:
-        # The tools are fixed for the run: derive these once, not at every step.
-        self.offered = {t.name for t in self.tools}
-        self.tool_schemas = [t.schema() for t in self.tools]
+        self.offer(self.tools)
+
+    def offer(self, tools: list[Tool]) -> None:
+        """Offer `tools` from the next model request on; derived once, not at every step."""
+        self.tools = tools
+        self.offered = {t.name for t in tools}
+        self.tool_schemas = [t.schema() for t in tools]
