@@ -57,6 +57,11 @@ class Sessions:
         """Bumped whenever a server's tool list changes."""
         return self._version
 
+    def forget_listings(self) -> None:
+        """List every server again at the next ask (tests; an operator's `mcp_servers --relist`)."""
+        self._listings.clear()
+        self._version += 1
+
     # --- listing ------------------------------------------------------------------
 
     def listing(self, server: ServerConfig) -> Listing:
@@ -212,8 +217,13 @@ class Sessions:
             return [c for (trace, _), c in self._runs.items() if trace == trace_id]
 
 
+# The SDK's stand-in for an HTTP error status without a JSON-RPC body: a server that
+# lost our session and does not answer 404 as the spec says (server-everything: 400).
+HTTP_STATUS_ERROR = "Server returned an error response"
+
+
 def _connection_lost(exc: MCPError) -> bool:
-    return exc.code == types.CONNECTION_CLOSED or exc.message == "Session terminated"
+    return exc.code == types.CONNECTION_CLOSED or exc.message in ("Session terminated", HTTP_STATUS_ERROR)
 
 
 def _names_and_schemas(listing: Listing) -> list[tuple[str, Any, Any]]:

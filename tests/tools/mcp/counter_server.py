@@ -1,7 +1,7 @@
 """A small MCP server of our own for the tests, written with the `mcp` SDK.
 
     python tests/tools/mcp/counter_server.py            # stdio
-    python tests/tools/mcp/counter_server.py http PORT  # streamable HTTP on 127.0.0.1:PORT/mcp
+    PORT=8123 python tests/tools/mcp/counter_server.py http  # streamable HTTP on 127.0.0.1:$PORT/mcp
 
 Tools: `increment` (a counter kept by the process: a new process starts at 0),
 `slow` (sleeps, for timeouts), `unlock` (adds the tool `secret` and says so with a
@@ -63,7 +63,7 @@ def whoami() -> dict[str, object]:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 2 and sys.argv[1] == "http":
-        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    if sys.argv[1:] == ["http"]:
+        server.run("streamable-http", host="127.0.0.1", port=int(os.environ["PORT"]))
     else:
         server.run()
