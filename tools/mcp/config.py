@@ -16,6 +16,7 @@ so the file needs no secret. An admin row overrides a file entry of the same nam
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -73,12 +74,25 @@ class ServerConfig:
         return headers
 
     def key(self) -> str:
-        """What identifies the server's process or session: a changed declaration starts a new one."""
-        return json.dumps(
-            [self.transport, self.command, self.args, self.env, self.url, self.http_headers(), self.network],
+        """A digest of what the server's process or session depends on: a changed declaration starts a new one.
+
+        A digest, so that the secrets it covers are not copied into the tool set's version."""
+        declaration = json.dumps(
+            [
+                self.transport,
+                self.command,
+                self.args,
+                self.env,
+                self.url,
+                self.http_headers(),
+                self.network,
+                self.read_only_paths,
+                self.timeout,
+            ],
             sort_keys=True,
             default=list,
         )
+        return hashlib.sha256(declaration.encode()).hexdigest()
 
 
 def server_from_dict(data: dict[str, Any], *, source: str) -> ServerConfig:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import threading
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ import pytest
 from tests.scripted_llm import Reply, ToolCall
 from tests.tools.conftest import wait_until_gone
 from tests.tools.mcp.conftest import COUNTER, counter_stdio
+from tools.mcp.selectors import enabled_servers
 from tools.mcp.sessions import sessions
 from traces.models import Approval, Message, Trace, TraceEvent
 from traces.runner import InvalidRun, RunConfig
@@ -229,3 +231,34 @@ def test_an_http_servers_token_reaches_the_server_but_no_trace_or_log(
     )
     assert token not in stored and token not in caplog.text
     assert token not in repr(runner.tool_registry.get("mcp__remote__increment").func.__closure__)
+
+
+def test_concurrent_runs_in_one_process_each_keep_their_own_server(declare, sandboxed, tmp_path):
+    """The MCP layer under the run threads of one worker (traces/runhost.py): no database here,
+    since SQLite's in-memory test database cannot take concurrent writers."""
+    declare(counter_stdio())
+    server = enabled_servers()["counter"]
+    runs = 4
+    seen: dict[str, list[str]] = {}
+    errors: list[BaseException] = []
+
+    def run(trace_id: str) -> None:
+        try:
+            for _ in range(3):
+                result = sessions.call(
+                    server, "increment", {}, trace_id=trace_id, workspace=tmp_path, writable=True
+                )
+                seen.setdefault(trace_id, []).append(result.content[0].text)  # type: ignore[union-attr]
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            sessions.close_run(trace_id)
+
+    threads = [threading.Thread(target=run, args=(f"concurrent-{n}",)) for n in range(runs)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+
+    assert errors == [] and all(values == ["1", "2", "3"] for values in seen.values()) and len(seen) == runs
+    assert wait_until_gone(str(COUNTER), 10) == []  # every run's server ended with it
