@@ -101,7 +101,7 @@ def to_tool_result(server: str, tool: str, result: types.CallToolResult, ctx: To
     ):
         texts.append(json.dumps(result.structured_content, ensure_ascii=False, indent=2))
     output = "\n\n".join(t for t in texts if t)
-    metadata = {"mcp_server": server, "mcp_tool": tool}
+    metadata = {"source": f"mcp:{server}", "mcp_server": server, "mcp_tool": tool}
     if result.is_error:
         message = output or "no details given"
         return ToolResult(

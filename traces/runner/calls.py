@@ -222,6 +222,8 @@ class ToolCalls(RunnerBase):
                 "is_error": result.is_error,
                 "duration_ms": duration_ms,
                 **({"url": result.metadata["url"]} if result.metadata.get("url") else {}),
+                # where the call went when not to a built-in (an MCP server: "mcp:<server>")
+                **({"source": result.metadata["source"]} if result.metadata.get("source") else {}),
             },
         )
         self._add_message(run, message)
