@@ -56,7 +56,10 @@ def test_a_run_offers_the_servers_tools_and_keeps_one_server_for_its_calls(runne
     assert [m.content for m in results] == ["2", "3"]  # one server process for the run's calls
     assert all(m.kind == "" for m in results)
     events = TraceEvent.objects.filter(trace_id=result.trace_id, type="tool_result")
-    assert [e.payload["source"] for e in events] == ["mcp:counter", "mcp:counter"]  # the trace names the server
+    assert [e.payload["source"] for e in events] == [
+        "mcp:counter",
+        "mcp:counter",
+    ]  # the trace names the server
     assert sessions.connections_of(result.trace_id) == []  # closed with the run
     assert wait_until_gone(str(COUNTER), 10) == []
 
