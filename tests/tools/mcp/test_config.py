@@ -87,3 +87,29 @@ def test_the_servers_file_must_hold_a_list(tmp_path: Any, settings: Any):
     settings.AGENT_MCP_SERVERS_FILE = str(path)
     with pytest.raises(ServerConfigError, match="must hold"):
         file_servers()
+
+
+@pytest.mark.django_db
+def test_an_expert_declares_a_server_in_the_admin_and_runs_see_it_at_once(admin_client: Any):
+    response = admin_client.post(
+        "/admin/tools/mcpserver/add/",
+        {
+            "name": "remote",
+            "transport": "http",
+            "enabled": "on",
+            "timeout_seconds": "30",
+            "command": "",
+            "args": "[]",
+            "env": "{}",
+            "read_only_paths": "[]",
+            "url": "https://mcp.example.com/mcp",
+            "headers": "{}",
+            "bearer_token": "admin-token",
+            "default_risk": "risky",
+            "tool_policy": '{"delete": {"offered": false}}',
+        },
+    )
+
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert enabled_servers()["remote"].http_headers() == {"Authorization": "Bearer admin-token"}
+    assert b"remote" in admin_client.get("/admin/tools/mcpserver/").content

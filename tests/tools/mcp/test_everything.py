@@ -48,6 +48,7 @@ def test_a_run_lists_calls_gets_an_image_and_a_tool_error(runner, llm, transport
             Reply(tool_calls=[ToolCall("mcp__everything__get-tiny-image", {})]),
             Reply(tool_calls=[ToolCall("mcp__everything__get-sum", {"a": "one", "b": 2})]),
             Reply(tool_calls=[ToolCall("mcp__everything__get-structured-content", {"location": "New York"})]),
+            Reply(tool_calls=[ToolCall("mcp__everything__get-resource-reference", {"resourceId": 2})]),
             Reply(text="all seen"),
         ],
     )
@@ -58,7 +59,7 @@ def test_a_run_lists_calls_gets_an_image_and_a_tool_error(runner, llm, transport
     requests = llm.requests_for("scripted")
     names = {t["function"]["name"] for t in requests[0]["tools"]}
     assert {"mcp__everything__echo", "mcp__everything__get-tiny-image", "mcp__everything__get-sum"} <= names
-    echo, image, failed, structured = tool_messages(result.trace_id)
+    echo, image, failed, structured, resource = tool_messages(result.trace_id)
     assert echo.kind == "" and "hello mcp" in echo.content
     assert image.kind == "" and "an image (image/png" in image.content
     after_image = requests[2]["messages"]
@@ -66,6 +67,9 @@ def test_a_run_lists_calls_gets_an_image_and_a_tool_error(runner, llm, transport
     assert any(p.get("type") == "image_url" for p in parts)  # the model saw the image
     assert failed.kind == "tool_error" and "get-sum" in failed.content
     assert structured.kind == "" and "temperature" in structured.content
+    assert (
+        resource.kind == "" and "[resource demo://resource/dynamic/text/2]" in resource.content
+    )  # embedded, inline
 
 
 def test_a_run_survives_the_server_being_killed_between_two_calls(runner, llm, transport):
