@@ -36,6 +36,7 @@ TRACE_ID = "conformance-trace"
 SEMANTIC_400 = [
     # preset and tool names are looked up in the registry; the messages need a user one
     ("POST", "/api/traces"),
+    ("GET", "/api/tools"),
     # the text must be a well-formed experiences.md
     ("POST", "/api/experiences/import"),
     # memory entries pass the write gate (no code, paths, git commands; Rule/Why/How to apply)

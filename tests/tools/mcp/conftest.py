@@ -16,7 +16,14 @@ from typing import Any
 import pytest
 
 from tests.tools.conftest import host_processes
-from tests.traces.conftest import expert, inline_worker, integrator, runner, workspace_root  # noqa: F401
+from tests.traces.conftest import (  # noqa: F401
+    api_client,
+    expert,
+    inline_worker,
+    integrator,
+    runner,
+    workspace_root,
+)
 from tools.mcp.selectors import forget_servers
 from tools.mcp.sessions import sessions
 
