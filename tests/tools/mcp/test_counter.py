@@ -267,3 +267,19 @@ def test_concurrent_runs_in_one_process_each_keep_their_own_server(declare, sand
 
     assert errors == [] and all(values == ["1", "2", "3"] for values in seen.values()) and len(seen) == runs
     assert wait_until_gone(str(COUNTER), 10) == []  # every run's server ended with it
+
+
+def test_with_the_sandbox_off_a_stdio_server_still_gets_only_its_declared_environment(
+    runner, llm, declare, settings, monkeypatch
+):
+    settings.AGENT_SANDBOX = False
+    monkeypatch.setenv("WORKER_SECRET", "do-not-leak")
+    declare(counter_stdio(env={"COUNTER_MODE": "test"}))
+    llm.script("scripted", [Reply(tool_calls=[ToolCall("mcp__counter__whoami", {})]), Reply(text="ok")])
+
+    result = runner.run_result(user("who"), RunConfig())
+
+    (whoami,) = tool_messages(result.trace_id)
+    seen = json.loads(whoami.content)
+    assert "COUNTER_MODE" in seen["env"] and "WORKER_SECRET" not in seen["env"]
+    assert seen["cwd"].endswith(result.trace_id)
