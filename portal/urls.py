@@ -12,6 +12,7 @@ from portal.views import (
     media,
     memory,
     memory_entries,
+    observability,
     queues,
     review,
     trace_page,
@@ -30,6 +31,11 @@ urlpatterns = [
     path("traces/<str:trace_id>/", trace_page.trace_detail, name="trace-detail"),
     path("traces/<str:trace_id>/panels.json", trace_page.trace_panels, name="trace-panels"),
     path("traces/<str:trace_id>/messages/<int:sequence>/", trace_page.message_fragment, name="message"),
+    path(
+        "traces/<str:trace_id>/messages/<int:sequence>/request/",
+        observability.message_request,
+        name="message-request",
+    ),
     path(
         "traces/<str:trace_id>/messages/<int:sequence>/media/<int:index>",
         media.message_media,

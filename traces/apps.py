@@ -43,3 +43,6 @@ class TracesConfig(AppConfig):
         extensions.add("context_hooks", remote_agents_context_hook)
         extensions.add("healers", healed_result)
         extensions.add("after_end", notify_run_ended)
+        from traces.observability.otel import register_from_environment
+
+        register_from_environment()  # OpenTelemetry spans, when the OTEL_* variables ask for them

@@ -47,6 +47,11 @@ def _provider(model: str) -> str:
         return model.split("/", 1)[0] if "/" in model else "openai"
 
 
+def provider_name(model: str) -> str:
+    """The provider litellm routes `model` to ("openai", "anthropic", ...)."""
+    return _provider(model)
+
+
 def _id_ok(tool_call_id: str, provider: str) -> bool:
     if provider in {"anthropic", "bedrock", "vertex_ai"}:
         return bool(_ANTHROPIC_ID.match(tool_call_id))
@@ -168,3 +173,15 @@ _memo = RequestMemo()
 def request_messages(messages: list[dict[str, Any]], model: str) -> list[dict[str, Any]]:
     """What LLMClient sends for `messages`: L5 images inline, L2 ids fitted; remembered per message."""
     return _memo.prepare(messages, model)
+
+
+def wire_messages(messages: list[dict[str, Any]], model: str) -> list[dict[str, Any]]:
+    """`request_messages` without the memo: L2 ids fitted, then L5 images inline.
+
+    For messages read back from storage ("what the model saw"): same result, and the
+    process's memo is left to the runs."""
+    fitted = normalize_tool_call_ids(messages, model)
+    if not any(map(_has_image, fitted)):
+        return fitted
+    vision = accepts_images(model)
+    return [media_message(m, vision, model) if _has_image(m) else m for m in fitted]

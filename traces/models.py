@@ -404,3 +404,8 @@ class UserAgents(models.Model):
 
     def __str__(self) -> str:
         return f"AGENTS text of user {self.user_id}"
+
+
+# Models of a part with its own folder, registered with this app.
+from traces.observability.models import ModelRequest as ModelRequest  # noqa: E402
+from traces.observability.models import RequestPart as RequestPart  # noqa: E402

@@ -19,6 +19,7 @@ from traces.guards.confirm import (
 from traces.guards.loop_detection import LoopVerdict
 from traces.models import Message, MessageKind, TraceStatus
 from traces.runner.base import RunnerBase
+from traces.runner.extensions import extensions
 from traces.runner.history import new_message
 from traces.runner.state import RunState
 from traces.runner.tool_api import ToolContext, ToolResult
@@ -50,6 +51,7 @@ class ToolCalls(RunnerBase):
             if run.gated:
                 decision = self._gate(run, call, message_sequence)
                 if decision.action == "wait":
+                    extensions.observe("waiting", run, "approval", ToolCall.of(call).name)
                     self._finish(run, TraceStatus.WAITING)  # no worker is held while an expert decides
                     return
                 call = decision.call
@@ -62,6 +64,7 @@ class ToolCalls(RunnerBase):
                     )
             message = self._execute_call(run, call, forced=denial, images=images)
             if message is None:
+                extensions.observe("waiting", run, "tool", ToolCall.of(call).name)
                 self._finish(run, TraceStatus.WAITING)  # a tool waits for a human (ask_human, S3)
                 return
             yield message
@@ -170,6 +173,25 @@ class ToolCalls(RunnerBase):
             workspace_writable=run.placement.writable if run.placement else True,
             project=run.placement.project if run.placement else None,
         )
+        extensions.observe("tool_started", run, call, name)
+        message: Message | None = None
+        try:
+            message = self._run_call(run, call, parsed, ctx, forced, images)
+        finally:
+            extensions.observe("tool_ended", run, call, message)
+        return message
+
+    def _run_call(
+        self,
+        run: RunState,
+        call: dict[str, Any],
+        parsed: ToolCall,
+        ctx: ToolContext,
+        forced: ToolResult | None,
+        images: list[dict[str, Any]] | None,
+    ) -> Message | None:
+        """Run the call (the tool, or the forced result) and buffer its result message."""
+        name, arguments = parsed.name, parsed.arguments
         started = time.perf_counter()
         blocked = None
         if forced is None and self.hooks.has("before_tool_call"):

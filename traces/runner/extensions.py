@@ -10,17 +10,22 @@ a tool set), so the runner names no class of another app either.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from traces.goal_tree import GoalTree
-    from traces.models import Trace
+    from traces.llm import LLMResponse
+    from traces.models import Message, Trace
     from traces.runner.config import RunConfig
+    from traces.runner.state import RunState
     from traces.runner.store import RunStore
     from traces.runner.strategies import Lesson
     from traces.runner.tool_api import ToolContext, ToolResult
+
+logger = logging.getLogger(__name__)
 
 # A write to run inside the run's next fenced commit (RunStore.defer).
 Defer = Callable[[Callable[[], None]], None]
@@ -71,6 +76,37 @@ class ToolSet(Protocol):
         ...
 
 
+class RunObserver(Protocol):
+    """Watches a run as it happens, on the run's thread (OpenTelemetry export, issue 22).
+
+    Each method must be quick and must not block: an observer that raises is logged
+    and the run goes on. `run` is the runner's RunState, read-only to observers
+    except `run.trace.context`, which an observer may replace (written with the
+    next commit)."""
+
+    def segment_started(self, run: RunState) -> None: ...
+
+    def model_started(
+        self, run: RunState, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
+    ) -> None: ...
+
+    # `message`: the assistant message the reply became; None with `error` when the call failed or stopped
+    def model_ended(
+        self, run: RunState, response: LLMResponse | None, message: Message | None, error: str | None
+    ) -> None: ...
+
+    def tool_started(self, run: RunState, call: dict[str, Any], name: str) -> None: ...
+
+    # `message`: the call's result; None when the tool suspended the run (it waits)
+    def tool_ended(self, run: RunState, call: dict[str, Any], message: Message | None) -> None: ...
+
+    # The run is about to end `waiting`: `kind` approval (G5) or tool (ask_human, a waiting sub-agent)
+    def waiting(self, run: RunState, kind: str, tool: str) -> None: ...
+
+    # The run segment ended however it did (run.trace.status), lease loss and crashes included
+    def segment_ended(self, run: RunState) -> None: ...
+
+
 @dataclass
 class RunExtensions:
     """The registered extensions; `extensions` below is the one every runner uses."""
@@ -108,6 +144,17 @@ class RunExtensions:
     on_lesson: list[Callable[[Trace, Lesson, Defer], None]] = field(default_factory=list)
     # Before a level-2 compaction summarises (C2: a reflection side branch).
     before_compaction: list[Callable[[RunStore, Any], None]] = field(default_factory=list)
+
+    # Watchers of every run (OpenTelemetry spans); see RunObserver.
+    observers: list[RunObserver] = field(default_factory=list)
+
+    def observe(self, point: str, *args: Any) -> None:
+        """Tell every observer; an observer's failure never fails the run."""
+        for observer in self.observers:
+            try:
+                getattr(observer, point)(*args)
+            except Exception:
+                logger.exception("run observer %r failed at %s", observer, point)
 
     def add(self, point: str, hook: Callable[..., Any]) -> None:
         """Register `hook` at the list point `point`, once: an app's ready() may run

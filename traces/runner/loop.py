@@ -99,6 +99,7 @@ class AgentRunner(RunSetup, ModelCalls, ContextManagement, ToolCalls, Strategies
         config = config or RunConfig()
         run = self._prepare(validate_messages(messages), config)
         self._stops[run.trace.trace_id] = run.stop_event
+        extensions.observe("segment_started", run)
         try:
             yield run.trace
             yield from self._prepared_messages(run)
@@ -115,6 +116,7 @@ class AgentRunner(RunSetup, ModelCalls, ContextManagement, ToolCalls, Strategies
             raise
         finally:
             self._stops.pop(run.trace.trace_id, None)
+            extensions.observe("segment_ended", run)
             for release in extensions.after_run:
                 release(run.trace.trace_id, run.trace.status)
             self._local.stats = {

@@ -49,11 +49,16 @@ class ModelCalls(RunnerBase):
             messages = shape(run.trace, messages, run.store.emit) or messages
         if self.hooks.has("before_model"):
             messages = self.hooks.before_model(run.trace, messages)
+        tools = (run.tool_schemas or None) if offer_tools else None
+        run.request_log.sent(
+            messages, tools=tools, model=run.model.model, parameters={**run.params, "stream": run.stream}
+        )
+        extensions.observe("model_started", run, messages, tools)
         future = self._pool.submit(
             self.llm_call,
             messages,
             model=run.model,
-            tools=(run.tool_schemas or None) if offer_tools else None,
+            tools=tools,
             params=run.params,
             stream=run.stream,
             on_token=watch,
@@ -61,9 +66,13 @@ class ModelCalls(RunnerBase):
         try:
             with wait_watch().watching(run.store) as waiting:
                 response = self._wait_for_model(run, future, watch, started, waiting)
+        except BaseException as exc:
+            extensions.observe("model_ended", run, None, None, f"{type(exc).__name__}: {exc}")
+            raise
         finally:
             run.model_seconds += time.perf_counter() - started
         if response is None:
+            extensions.observe("model_ended", run, None, None, "stopped")
             return None
         self._flush_tokens(run, watch)  # committed with the assistant message
         if self.hooks.has("after_model"):
@@ -123,6 +132,11 @@ class ModelCalls(RunnerBase):
             if self._flush_tokens(run, watch) or run.store.has_pending_events:
                 run.store.commit()
 
+    def _model_replied(self, run: RunState, response: LLMResponse, message: Message) -> None:
+        """The reply became `message`: its request is recorded, observers told."""
+        run.request_log.record(run.store, message.sequence)
+        extensions.observe("model_ended", run, response, message, None)
+
     def _flush_tokens(self, run: RunState, watch: TokenWatch) -> bool:
         text = watch.drain()
         if text:
@@ -150,6 +164,7 @@ class ModelCalls(RunnerBase):
             description=describe_assistant(response),
         )
         self._add_message(run, message)
+        self._model_replied(run, response, message)
         # M4: [ex_…] = usage, counted with this message's commit
         for hook in extensions.on_reply:
             hook(run.trace, response.content, run.store.defer)

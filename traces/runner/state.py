@@ -18,6 +18,7 @@ from traces.runner.compaction import PathInfo
 from traces.runner.config import RunConfig
 from traces.runner.extensions import Preset, Tool
 from traces.runner.project import Placement, ProjectContext
+from traces.runner.request_log import RequestLog
 from traces.runner.store import RunStore
 
 
@@ -84,6 +85,7 @@ class RunState:
     reflexion: bool = False  # R11: a self-critique and a retry after a failed tool call
     lessons: list[str] = field(default_factory=list)  # Reflexion's lessons, in every later request
     step_lessons: int = 0  # lessons learned in the current step (a plan step, or the whole loop)
+    request_log: RequestLog = field(default_factory=RequestLog)  # what each model call was sent
 
     tools_version: Any = None  # the tool set's version the tools were selected at
     offered: set[str] = field(init=False)  # names of self.tools

@@ -143,6 +143,8 @@ class Reflexion(RunnerBase):
             message.cost, message.duration_ms = response.cost, response.duration_ms
             message.finish_reason = response.finish_reason
         run.store.add_message(message, move_head=False)
+        if response is not None:
+            self._model_replied(run, response, message)
         return message
 
 
