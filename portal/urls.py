@@ -29,6 +29,7 @@ urlpatterns = [
     path("traces/new/", traces.trace_new, name="trace-new"),
     path("approvals/", approvals.approvals_inbox, name="approvals"),
     path("traces/<str:trace_id>/", trace_page.trace_detail, name="trace-detail"),
+    path("traces/<str:trace_id>/waterfall/", observability.waterfall, name="trace-waterfall"),
     path("traces/<str:trace_id>/panels.json", trace_page.trace_panels, name="trace-panels"),
     path("traces/<str:trace_id>/messages/<int:sequence>/", trace_page.message_fragment, name="message"),
     path(

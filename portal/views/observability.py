@@ -12,6 +12,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from traces.observability.requests import RequestNotFound, SeenRequest, model_request
+from traces.observability.waterfall import trace_waterfall
 from traces.selectors import traces_visible_to
 
 DATA_URL = re.compile(r"^(data:[\w/+.-]+;base64,)(.{64,})$", re.S)
@@ -35,6 +36,16 @@ def message_request(request: HttpRequest, trace_id: str, sequence: int) -> HttpR
         context["tools_json"] = json.dumps(seen.tools, indent=2, ensure_ascii=False)
         context["parameters"] = json.dumps(seen.parameters, sort_keys=True)
     return render(request, "portal/model_request.html", context, status=200 if seen else 404)
+
+
+@login_required
+@require_GET
+def waterfall(request: HttpRequest, trace_id: str) -> HttpResponse:
+    """The trace's timing waterfall: model calls, tool calls, sub-traces, compactions and waits on one axis."""
+    trace = traces_visible_to(request.user).filter(pk=trace_id).first()
+    if trace is None:
+        raise Http404("no such trace")
+    return render(request, "portal/waterfall.html", {"trace": trace, "w": trace_waterfall(trace)})
 
 
 def _shown(index: int, message: dict[str, Any]) -> dict[str, Any]:
