@@ -69,7 +69,9 @@ def provider_from_environment(environ: dict[str, str] | None = None) -> TracerPr
 
         protocol = env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or env.get("OTEL_EXPORTER_OTLP_PROTOCOL")
         if protocol and protocol != "http/protobuf":
-            logger.warning("OTEL_EXPORTER_OTLP_PROTOCOL=%s: only http/protobuf is installed; using it", protocol)
+            logger.warning(
+                "OTEL_EXPORTER_OTLP_PROTOCOL=%s: only http/protobuf is installed; using it", protocol
+            )
         exporter = OTLPSpanExporter()  # endpoint, headers, timeout, compression from OTEL_*
     return provider_with(exporter, batch=True)
 
@@ -141,7 +143,9 @@ class SpanObserver:
         stored["traceparent"] = carrier.get("traceparent", "")
         trace.context = {**(trace.context or {}), STORED: stored}  # written with the next commit
 
-    def _parent_of(self, trace: Trace, stored: dict[str, Any]) -> tuple[otel_context.Context | None, list[Link]]:
+    def _parent_of(
+        self, trace: Trace, stored: dict[str, Any]
+    ) -> tuple[otel_context.Context | None, list[Link]]:
         """The calling tool's span in this thread, else the parent trace's stored segment; a
         continued trace links to its previous segment."""
         links = []

@@ -101,10 +101,14 @@ def _calls(trace: Trace) -> list[Bar]:
         if role == "assistant":
             tokens = (prompt or 0) + (completion or 0)
             detail = f"{prompt or 0} → {completion or 0} tokens"
-            bars.append(Bar("model", trace.model or "model", start, end, sequence, None, tokens, cost, False, detail))
+            bars.append(
+                Bar("model", trace.model or "model", start, end, sequence, None, tokens, cost, False, detail)
+            )
         else:
             error = kind == MessageKind.TOOL_ERROR
-            bars.append(Bar("tool", name or "tool", start, end, sequence, error=error, detail=description or ""))
+            bars.append(
+                Bar("tool", name or "tool", start, end, sequence, error=error, detail=description or "")
+            )
     return bars
 
 

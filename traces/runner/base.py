@@ -52,7 +52,9 @@ class RunnerBase:
 
         def _request(self, run: RunState) -> list[dict[str, Any]]: ...  # context.py
 
-        def _model_replied(self, run: RunState, response: LLMResponse, message: Message) -> None: ...  # model_call.py
+        def _model_replied(
+            self, run: RunState, response: LLMResponse, message: Message
+        ) -> None: ...  # model_call.py
 
         def _call_model(  # model_call.py
             self, run: RunState, messages: list[dict[str, Any]], *, offer_tools: bool = True
