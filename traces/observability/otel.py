@@ -94,6 +94,7 @@ def capture_content() -> bool:
 class _Segment:
     span: Span
     context: otel_context.Context
+    common: dict[str, Any]  # attributes every span of the segment carries, built once
     chat: Span | None = None
     tools: dict[str, tuple[Span, object]] = field(default_factory=dict)  # call id -> (span, attach token)
 
@@ -133,8 +134,12 @@ class SpanObserver:
             },
         )
         ctx = otel_trace.set_span_in_context(span)
+        common = {
+            gen_ai.GEN_AI_CONVERSATION_ID: trace.trace_id,
+            gen_ai.GEN_AI_AGENT_NAME: agent,
+        }
         with self._lock:
-            self._segments[id(run)] = _Segment(span, ctx)
+            self._segments[id(run)] = _Segment(span, ctx, common)
         waiting = stored.pop("waiting", None)
         if isinstance(waiting, dict):
             self._waited(span, ctx, waiting)
@@ -220,11 +225,10 @@ class SpanObserver:
             return
         model = run.model.model
         attributes: dict[str, Any] = {
+            **segment.common,
             gen_ai.GEN_AI_OPERATION_NAME: "chat",
             gen_ai.GEN_AI_PROVIDER_NAME: provider_name(model),
             gen_ai.GEN_AI_REQUEST_MODEL: model,
-            gen_ai.GEN_AI_CONVERSATION_ID: run.trace.trace_id,
-            gen_ai.GEN_AI_AGENT_NAME: run.trace.agent_type or "default",
             "agentsite.goal_id": run.trace.current_goal_id or "",
         }
         for name in ("temperature", "max_tokens", "top_p"):
@@ -245,22 +249,22 @@ class SpanObserver:
         if segment is None or segment.chat is None:
             return
         span, segment.chat = segment.chat, None
+        ended: dict[str, Any] = {}
         if response is not None:
-            span.set_attributes(
-                {
-                    gen_ai.GEN_AI_RESPONSE_MODEL: response.model or run.model.model,
-                    gen_ai.GEN_AI_USAGE_INPUT_TOKENS: response.prompt_tokens,
-                    gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS: response.completion_tokens,
-                    gen_ai.GEN_AI_RESPONSE_FINISH_REASONS: [response.finish_reason or ""],
-                }
-            )
+            ended = {
+                gen_ai.GEN_AI_RESPONSE_MODEL: response.model or run.model.model,
+                gen_ai.GEN_AI_USAGE_INPUT_TOKENS: response.prompt_tokens,
+                gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS: response.completion_tokens,
+                gen_ai.GEN_AI_RESPONSE_FINISH_REASONS: (response.finish_reason or "",),
+            }
             if response.cost is not None:
-                span.set_attribute("agentsite.cost_usd", response.cost)
+                ended["agentsite.cost_usd"] = response.cost
             if self.content:
-                span.set_attribute(gen_ai.GEN_AI_OUTPUT_MESSAGES, _json([response.message_dict()]))
+                ended[gen_ai.GEN_AI_OUTPUT_MESSAGES] = _json([response.message_dict()])
         if message is not None:
-            span.set_attribute("agentsite.sequence", message.sequence)
-            span.set_attribute("agentsite.message_id", message.message_id)
+            ended["agentsite.sequence"] = message.sequence
+            ended["agentsite.message_id"] = message.message_id
+        span.set_attributes(ended)  # one call: the SDK locks per call
         if error is not None:
             span.set_attribute(error_attributes.ERROR_TYPE, error.split(":", 1)[0][:100])
             span.set_status(Status(StatusCode.ERROR, error[:500]))
@@ -273,11 +277,11 @@ class SpanObserver:
         if segment is None:
             return
         attributes: dict[str, Any] = {
+            **segment.common,
             gen_ai.GEN_AI_OPERATION_NAME: "execute_tool",
             gen_ai.GEN_AI_TOOL_NAME: name,
             gen_ai.GEN_AI_TOOL_CALL_ID: str(call.get("id") or ""),
             gen_ai.GEN_AI_TOOL_TYPE: "function",
-            gen_ai.GEN_AI_CONVERSATION_ID: run.trace.trace_id,
             "agentsite.goal_id": run.trace.current_goal_id or "",
         }
         if self.content:
