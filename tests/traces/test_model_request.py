@@ -120,3 +120,20 @@ def test_a_message_without_a_request_is_a_json_404(compacted_run, api_client, in
         "code": "request_not_found",
     }
     assert Trace.objects.filter(pk=result.trace_id).exists()
+
+
+def test_a_continued_trace_records_its_requests_without_storing_parts_again(
+    runner, llm, api_client, integrator
+):
+    llm.script("scripted", [Reply(text=f"answer {n}") for n in range(20)])
+    first = runner.run_result(user("first question"), RunConfig(stream=False, owner_id=integrator.pk))
+    for n in range(18):  # a history longer than the stored-parts check's threshold
+        runner.run_result(user(f"question {n}"), RunConfig(stream=False, trace_id=first.trace_id))
+    parts_before = RequestPart.objects.filter(trace_id=first.trace_id).count()
+    runner.run_result(user("last question"), RunConfig(stream=False, trace_id=first.trace_id))
+
+    parts = RequestPart.objects.filter(trace_id=first.trace_id).count()
+    assert parts == parts_before + 2  # the new question and the previous answer; the rest was stored
+    last = Message.objects.filter(trace_id=first.trace_id, role="assistant").order_by("sequence").last()
+    seen = api_client(integrator).get(f"/api/traces/{first.trace_id}/messages/{last.sequence}/request").json()
+    assert normal(seen["messages"]) == normal(llm.requests_for("scripted")[-1].body["messages"])

@@ -32,6 +32,10 @@ if TYPE_CHECKING:
     from traces.runner.store import RunStore
 
 
+STORED_CHECK = 16  # a run's first request with more new parts than this asks which are stored
+CHUNK = 500  # digests per IN (...) query
+
+
 def digest(value: Any) -> str:
     """The content address of a message dict or a tools list: its canonical JSON's sha256, 128 bits."""
     text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
@@ -84,7 +88,10 @@ class RequestLog:
         base = (
             self._base[0] if self._base is not None and any(isinstance(p, list) for p in sent.parts) else None
         )
-        parts = [RequestPart(trace_id=trace_id, digest=d, body=without_nul(b)) for d, b in sent.new.items()]
+        new = sent.new
+        if not self._written and len(new) > STORED_CHECK:
+            new = self._not_stored(trace_id, new)  # a continued trace: an earlier segment sent most
+        parts = [RequestPart(trace_id=trace_id, digest=d, body=without_nul(b)) for d, b in new.items()]
         row = ModelRequest(
             trace_id=trace_id,
             sequence=sequence,
@@ -103,6 +110,19 @@ class RequestLog:
         self._written.update(sent.new)
         self._base = (sequence, sent.messages)
         self._forget(sent.messages)
+
+    def _not_stored(self, trace_id: str, new: dict[str, Any]) -> dict[str, Any]:
+        """`new` without the parts the trace already has (one indexed read per CHUNK digests)."""
+        digests = list(new)
+        stored: set[str] = set()
+        for start in range(0, len(digests), CHUNK):
+            stored.update(
+                RequestPart.objects.filter(
+                    trace_id=trace_id, digest__in=digests[start : start + CHUNK]
+                ).values_list("digest", flat=True)
+            )
+        self._written.update(stored)
+        return {d: b for d, b in new.items() if d not in stored}
 
     # --- encoding ----------------------------------------------------------------
 
