@@ -207,3 +207,15 @@ def test_a_collector_that_never_answers_does_not_slow_the_run(
         extensions.observers.remove(observer)
         provider.shutdown()
     assert with_export < without * 1.5 + 0.5, (with_export, without)
+
+
+def test_the_service_is_named_agentsite_unless_otel_names_it(monkeypatch):
+    monkeypatch.delenv("OTEL_SERVICE_NAME", raising=False)
+    monkeypatch.delenv("OTEL_RESOURCE_ATTRIBUTES", raising=False)
+    assert (
+        provider_with(InMemorySpanExporter(), batch=False).resource.attributes["service.name"] == "agentsite"
+    )
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "agents-eu")
+    assert (
+        provider_with(InMemorySpanExporter(), batch=False).resource.attributes["service.name"] == "agents-eu"
+    )

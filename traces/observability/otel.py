@@ -80,7 +80,10 @@ def provider_with(exporter: SpanExporter, *, batch: bool) -> TracerProvider:
     """A TracerProvider for `exporter`; `batch` exports from the SDK's thread (OTEL_BSP_* apply)."""
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-    attributes = {} if os.environ.get("OTEL_SERVICE_NAME") else {"service.name": "agentsite"}
+    named = os.environ.get("OTEL_SERVICE_NAME") or "service.name=" in os.environ.get(
+        "OTEL_RESOURCE_ATTRIBUTES", ""
+    )
+    attributes = {} if named else {"service.name": "agentsite"}
     provider = TracerProvider(resource=Resource.create(attributes))
     provider.add_span_processor(BatchSpanProcessor(exporter) if batch else SimpleSpanProcessor(exporter))
     return provider
