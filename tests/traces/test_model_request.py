@@ -137,3 +137,16 @@ def test_a_continued_trace_records_its_requests_without_storing_parts_again(
     last = Message.objects.filter(trace_id=first.trace_id, role="assistant").order_by("sequence").last()
     seen = api_client(integrator).get(f"/api/traces/{first.trace_id}/messages/{last.sequence}/request").json()
     assert normal(seen["messages"]) == normal(llm.requests_for("scripted")[-1].body["messages"])
+
+
+def test_deleting_a_trace_deletes_its_recorded_requests(runner, llm, integrator):
+    from traces.services.delete import trace_delete
+
+    llm.script("scripted", ["an answer"])
+    result = runner.run_result(user("a question"), RunConfig(stream=False, owner_id=integrator.pk))
+    assert ModelRequest.objects.filter(trace_id=result.trace_id).exists()
+
+    trace_delete(user=integrator, trace_id=result.trace_id)
+
+    assert not ModelRequest.objects.filter(trace_id=result.trace_id).exists()
+    assert not RequestPart.objects.filter(trace_id=result.trace_id).exists()
