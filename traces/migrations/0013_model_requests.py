@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('traces', '0011_queued_runs'),
+        ('traces', '0012_remote_agent_config'),
     ]
 
     operations = [
