@@ -126,6 +126,14 @@
         span.className = part[1];
         li.appendChild(span);
       });
+    if (ev.type === "tool_result" && ev.payload && ev.payload.source) {
+      var source = document.createElement("span"); // an MCP server's tool: "mcp:<server>"
+      source.className = "chip small ev-source";
+      source.title = "the tool's source";
+      source.textContent = String(ev.payload.source).slice(0, 80);
+      li.appendChild(document.createTextNode(" "));
+      li.appendChild(source);
+    }
     if (ev.type === "tool_result" && ev.payload && ev.payload.url) {
       var visited = document.createElement("span"); // the page a browser or webfetch call reached
       visited.className = "small mono ev-url";
