@@ -197,6 +197,24 @@ class TraceStartSerializer(RunSettingsFields, ConstrainedSerializer):
             attrs["messages"] = [{"role": "user", "content": attrs.pop("task")}]
         return attrs
 
+    def start_arguments(self) -> dict[str, Any]:
+        """The validated request as `traces.services.runs.trace_start`'s keywords (but `user`),
+        for every front door that starts a run (the REST API, /mcp)."""
+        data = self.validated_data
+        return {
+            "messages": data["messages"],
+            "model": data.get("model") or None,
+            "preset": data.get("preset"),
+            "name": data.get("name"),
+            "uid": data.get("uid"),
+            "context": data.get("context"),
+            "settings": {
+                **self.run_settings(),
+                "tools": data.get("tools"),
+                "system_prompt": data.get("system_prompt"),
+            },
+        }
+
 
 class TraceRunSerializer(RunSettingsFields):
     """POST /api/traces/{id}/run: continue (no after_sequence), rewind or regenerate (empty messages)."""
@@ -208,6 +226,15 @@ class TraceRunSerializer(RunSettingsFields):
     after_sequence = StrictIntegerField(
         required=False, allow_null=True, min_value=1, max_value=BIGGEST_INTEGER
     )
+
+    def continue_arguments(self) -> dict[str, Any]:
+        """The validated request as `trace_continue`'s keywords (but `user` and `trace_id`)."""
+        data = self.validated_data
+        return {
+            "messages": data["messages"],
+            "after_sequence": data.get("after_sequence"),
+            "settings": {**self.run_settings(), "tools": data.get("tools")},
+        }
 
 
 class QuerySerializer(serializers.Serializer):

@@ -75,21 +75,7 @@ class TraceListView(TraceAPIView, generics.GenericAPIView):
         """Start a new trace; a worker runs it. Answers at once."""
         body = r.TraceStartSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        data = body.validated_data
-        trace = services.trace_start(
-            user=request.user,
-            messages=data["messages"],
-            model=data.get("model") or None,
-            preset=data.get("preset"),
-            name=data.get("name"),
-            uid=data.get("uid"),
-            context=data.get("context"),
-            settings={
-                **body.run_settings(),
-                "tools": data.get("tools"),
-                "system_prompt": data.get("system_prompt"),
-            },
-        )
+        trace = services.trace_start(user=request.user, **body.start_arguments())
         return Response(_started(trace), status=status.HTTP_201_CREATED)
 
 
@@ -181,13 +167,7 @@ class TraceRunView(TraceAPIView):
         """Continue (no after_sequence), rewind (after_sequence + messages) or regenerate (after_sequence, no messages)."""
         body = r.TraceRunSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        trace = services.trace_continue(
-            user=request.user,
-            trace_id=trace_id,
-            messages=body.validated_data["messages"],
-            after_sequence=body.validated_data.get("after_sequence"),
-            settings={**body.run_settings(), "tools": body.validated_data.get("tools")},
-        )
+        trace = services.trace_continue(user=request.user, trace_id=trace_id, **body.continue_arguments())
         return Response(_started(trace), status=status.HTTP_202_ACCEPTED)
 
 

@@ -77,35 +77,16 @@ def _started(trace: Trace) -> dict[str, Any]:
 def start_run(user: Any, arguments: dict[str, Any]) -> dict[str, Any]:
     """POST /api/traces."""
     body = r.TraceStartSerializer(data=arguments)
-    data = _valid(body)
-    trace = run_services.trace_start(
-        user=user,
-        messages=data["messages"],
-        model=data.get("model") or None,
-        preset=data.get("preset"),
-        name=data.get("name"),
-        uid=data.get("uid"),
-        context=data.get("context"),
-        settings={
-            **body.run_settings(),
-            "tools": data.get("tools"),
-            "system_prompt": data.get("system_prompt"),
-        },
-    )
+    _valid(body)
+    trace = run_services.trace_start(user=user, **body.start_arguments())
     return _started(trace)
 
 
 def continue_run(user: Any, trace_id: str, arguments: dict[str, Any]) -> dict[str, Any]:
     """POST /api/traces/{id}/run: continue, rewind (after_sequence + messages) or regenerate."""
     body = r.TraceRunSerializer(data=arguments)
-    data = _valid(body)
-    trace = run_services.trace_continue(
-        user=user,
-        trace_id=trace_id,
-        messages=data["messages"],
-        after_sequence=data.get("after_sequence"),
-        settings={**body.run_settings(), "tools": data.get("tools")},
-    )
+    _valid(body)
+    trace = run_services.trace_continue(user=user, trace_id=trace_id, **body.continue_arguments())
     return _started(trace)
 
 
