@@ -17,7 +17,7 @@ import re
 import shutil
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -71,12 +71,14 @@ class Deletion:
     trace_ids: list[str] = field(default_factory=list)
 
     def add(self, other: Deletion) -> None:
-        for name in ("traces", "messages", "events", "goals", "approvals", "inbox", "files", "blobs"):
+        for name in COUNTS:
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
     def as_dict(self) -> dict[str, int]:
-        keys = ("traces", "messages", "events", "goals", "approvals", "inbox", "files", "blobs")
-        return {key: getattr(self, key) for key in keys}
+        return {name: getattr(self, name) for name in COUNTS}
+
+
+COUNTS = tuple(f.name for f in fields(Deletion) if f.type == "int")  # what a Deletion counts
 
 
 def trace_tree_ids(root_ids: Iterable[str]) -> list[str]:
