@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "traces",
     "memory",
     "review",  # X6: scores, review queues (issue 23)
+    "suites",  # X6: regression suites replayed from traces (issue 23)
     "tools",
     "portal",
 ]

@@ -18,6 +18,7 @@ urlpatterns = [
     path("api/", include("traces.api.urls")),
     path("api/", include("memory.api.urls")),
     path("api/", include("review.api.urls")),  # X6: scores (issue 23)
+    path("api/", include("suites.api.urls")),  # X6: regression suites (issue 23)
     path("api/", include("tools.urls")),
     path("webhook/a2a-messages", A2AMessageWebhookView.as_view(), name="a2a-webhook"),
     path("", include("portal.urls")),
