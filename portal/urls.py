@@ -15,6 +15,7 @@ from portal.views import (
     observability,
     queues,
     review,
+    suites,
     trace_page,
     traces,
 )
@@ -61,6 +62,10 @@ urlpatterns = [
         queues.queue_item_finish_view,
         name="queue-finish",
     ),
+    path("suites/", suites.suite_list, name="suites"),  # X6 regression suites (issue 23)
+    path("suites/<int:suite_id>/", suites.suite_detail, name="suite"),
+    path("suites/<int:suite_id>/runs/", suites.suite_run_new, name="suite-run-new"),
+    path("suites/runs/<int:run_id>/", suites.suite_run_detail, name="suite-run"),
     path("experiences/", memory.experience_list_view, name="experiences"),
     path("experiences/experiences.md", memory.experiences_download, name="experiences-download"),
     path("experiences/upload/", memory.experiences_upload, name="experiences-upload"),

@@ -3,7 +3,6 @@ scored by their checks and a reviewer run, a regression found against the baseli
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -12,68 +11,11 @@ from django.core.management import CommandError, call_command
 from review.models import QueueItem
 from suites.models import CaseRun, Outcome, Suite
 from suites.selectors import format_table, suite_run_table
-from tests.scripted_llm import Reply, ToolCall
+from tests.scripted_llm import Reply
+from tests.suites.agent import CHECKS, TASKS, scripted_agent, text
 from traces.models import Trace
 
 pytestmark = pytest.mark.django_db
-
-TASKS = {
-    "write": "write the word hello into hello.txt",
-    "sum": "what is 2+2?",
-    "list": "list the files of the workspace",
-}
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, list):
-        return " ".join(part.get("text", "") for part in content if isinstance(part, dict))
-    return content or ""
-
-
-def scripted_agent(body: dict[str, Any]) -> Reply:
-    """A model that does the tasks above with the tools it is offered (and judges rubrics)."""
-    messages = body["messages"]
-    task = next(_text(m["content"]) for m in messages if m["role"] == "user")
-    offered = {t["function"]["name"] for t in body.get("tools") or []}
-    if "strict reviewer" in task:
-        verdict = "pass" if "Tools it called: list_files" in task else "fail"
-        return Reply(text=json.dumps({"verdict": verdict, "reasoning": "by the rubric"}))
-    if messages[-1]["role"] == "tool":
-        return Reply(text="done: hello.txt written" if "hello" in task else "done: the workspace is empty")
-    if "hello.txt" in task:
-        if "write" not in offered:
-            return Reply(text="I may not write files with these tools.")
-        return Reply(tool_calls=[ToolCall("write", {"path": "hello.txt", "content": "hello"})])
-    if "list the files" in task:
-        return Reply(tool_calls=[ToolCall("list_files", {})])
-    return Reply(text="2+2 is 4")
-
-
-CHECKS = {
-    "write": [{"kind": "file_exists", "path": "hello.txt", "contains": "hello"}],
-    "sum": [{"kind": "answer_matches", "pattern": r"\b4\b"}, {"kind": "tool_not_called", "tool": "write"}],
-    "list": [
-        {"kind": "tool_called", "tool": "list_files"},
-        {"kind": "rubric", "rubric": "the agent looked at the workspace before answering"},
-    ],
-}
-
-
-@pytest.fixture
-def source_traces(api_client, expert, llm, inline_worker) -> dict[str, str]:
-    """Three traces an expert ran through the API: the material cases are made from."""
-    llm.script("scripted", [scripted_agent] * 6)
-    made = {}
-    client = api_client(expert)
-    for key, task in TASKS.items():
-        with inline_worker():
-            answer = client.post(
-                "/api/traces", {"messages": [{"role": "user", "content": task}]}, format="json"
-            )
-        assert answer.status_code == 201, answer.json()
-        made[key] = answer.json()["trace_id"]
-        assert Trace.objects.get(pk=made[key]).status == "completed"
-    return made
 
 
 def make_suite(client: Any, traces: dict[str, str]) -> int:
@@ -143,7 +85,7 @@ def test_a_suite_against_two_presets_finds_the_regression(
     }
     # the replays were given the case's task on the wire
     sent = [
-        _text(m["content"])
+        text(m["content"])
         for r in llm.requests_for("scripted")
         for m in r.body["messages"]
         if m.get("content")
