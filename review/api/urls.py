@@ -5,11 +5,17 @@ from __future__ import annotations
 from django.urls import path
 
 import traces.api.converters  # noqa: F401  (registers the "key" converter)
-from review.api import views
+from review.api import queues, views
 
 app_name = "review-api"
 
 urlpatterns = [
     path("score-definitions", views.ScoreDefinitionListView.as_view(), name="score-definition-list"),
     path("traces/<key:trace_id>/scores", views.TraceScoresView.as_view(), name="trace-scores"),
+    path("review-queues", queues.QueueListView.as_view(), name="queue-list"),
+    path("review-queues/<int:queue_id>", queues.QueueDetailView.as_view(), name="queue-detail"),
+    path("review-queues/<int:queue_id>/items", queues.QueueItemsView.as_view(), name="queue-items"),
+    path(
+        "review-queues/<int:queue_id>/items/<int:item_id>", queues.QueueItemView.as_view(), name="queue-item"
+    ),
 ]

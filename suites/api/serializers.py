@@ -8,6 +8,7 @@ from rest_framework import serializers
 
 from suites.models import Case, CaseRun, Suite, SuiteRun
 from suites.selectors import Table
+from traces.api.fields import StrictCharField
 
 
 class CaseSerializer(serializers.ModelSerializer):
@@ -34,14 +35,14 @@ class SuiteSerializer(serializers.ModelSerializer):
 
 
 class SuiteCreateSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=200)
-    description = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000)
+    name = StrictCharField(max_length=200)
+    description = StrictCharField(required=False, allow_blank=True, default="", max_length=5000)
 
 
 class CaseCreateSerializer(serializers.Serializer):
-    trace_id = serializers.CharField(max_length=255)
+    trace_id = StrictCharField(max_length=255)
     sequence = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=1)
-    name = serializers.CharField(required=False, allow_blank=True, default="", max_length=200)
+    name = StrictCharField(required=False, allow_blank=True, default="", max_length=200)
     checks = serializers.JSONField(
         help_text="a list of checks: answer_contains, answer_matches, "
         "file_exists, tool_called, tool_not_called, rubric"
@@ -49,8 +50,8 @@ class CaseCreateSerializer(serializers.Serializer):
 
 
 class SuiteRunCreateSerializer(serializers.Serializer):
-    model = serializers.CharField(required=False, allow_blank=True, default="", max_length=200)
-    preset = serializers.CharField(required=False, allow_blank=True, default="", max_length=100)
+    model = StrictCharField(required=False, allow_blank=True, default="", max_length=200)
+    preset = StrictCharField(required=False, allow_blank=True, default="", max_length=100)
     baseline = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=1)
 
 
