@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import urllib.parse
 from collections.abc import Iterator
 from typing import Any
 
@@ -99,6 +100,14 @@ def test_an_agent_delegates_to_a_remote_instance_and_continues_the_same_remote_t
     assert status == 200 and on_b["status"] == "completed" and on_b["result_summary"] == "teal"
     (goal,) = trace["goal_tree"]["goals"]
     assert goal["type"] == "agent_call" and goal["sub_trace_ids"] == [remote_id]
+    # the remote child read through a's API (a2a GetTask on b with the stored key)
+    status, read = a.api("GET", f"/traces/{trace_id}/remote?id={urllib.parse.quote(remote_id, safe='')}")
+    assert status == 200 and read["status"] == "completed" and read["remote_id"] == remote_id, read
+    assert [m["role"] for m in read["messages"]][:1] == ["user"] and "name a colour" in read["messages"][0][
+        "content"
+    ]
+    assert read["messages"][-1] == {"role": "agent", "content": "teal"} and read["message_count"] >= 2
+    assert a.api("GET", f"/traces/{trace_id}/remote?id=agent%3A%2F%2F127.0.0.1%3A1%2Fx")[0] == 404
 
     model.script(
         "scripted",

@@ -11,8 +11,11 @@ from rest_framework.response import Response
 from traces.api.fields import StrictCharField
 from traces.api.serializers import ErrorSerializer
 from traces.api.views import TRACE_ID, TraceAPIView
+from traces.collaboration import remote
 from traces.collaboration.humans import human_answer
 from traces.collaboration.inbox import inbox_receive
+from traces.models import Trace
+from traces.runner import RunError, TraceNotFound
 
 ERRORS = {code: ErrorSerializer for code in (400, 401, 404, 409, 413)}
 
@@ -97,3 +100,50 @@ class A2AMessageWebhookView(TraceAPIView):
             {"status": "received", "message_id": message.pk, "to_trace_id": message.to_trace_id},
             status=status.HTTP_202_ACCEPTED,
         )
+
+
+class RemoteUnavailable(RunError):
+    status = 503
+
+
+class RemoteQuerySerializer(serializers.Serializer):
+    id = StrictCharField(max_length=600, help_text="the remote sub-trace's id, agent://host:port/task_id")
+
+
+class RemoteMessageSerializer(serializers.Serializer):
+    role = serializers.CharField(help_text="user or agent")
+    content = serializers.CharField()
+
+
+class RemoteTraceSerializer(serializers.Serializer):
+    remote_id = serializers.CharField()
+    agent = serializers.CharField()
+    status = serializers.CharField()
+    status_text = serializers.CharField()
+    message_count = serializers.IntegerField()
+    messages = RemoteMessageSerializer(many=True)
+
+
+def remote_sub_trace(trace: Trace, remote_id: str) -> remote.RemoteTrace:
+    """A remote child of `trace` read through its agent: TraceNotFound when it is not one,
+    RemoteUnavailable (503) when its agent is not configured or does not answer."""
+    try:
+        return remote.read_remote_trace(trace, remote_id)
+    except LookupError as exc:
+        raise TraceNotFound(str(exc)) from None
+    except remote.RemoteAgentError as exc:
+        raise RemoteUnavailable(str(exc)) from None
+
+
+class RemoteSubTraceView(TraceAPIView):
+    @extend_schema(
+        parameters=[TRACE_ID, RemoteQuerySerializer],
+        responses={200: RemoteTraceSerializer, **ERRORS, 503: ErrorSerializer},
+    )
+    def get(self, request: Request, trace_id: str) -> Response:
+        """A remote sub-trace of this trace (agent://…, started by its agent tool), read
+        through to the remote agent with the configured key: status and messages."""
+        query = RemoteQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        found = remote_sub_trace(self.visible_trace(request, trace_id), query.validated_data["id"])
+        return Response(RemoteTraceSerializer(found).data)

@@ -30,4 +30,5 @@ urlpatterns = [
         name="approval-decide",
     ),
     path("traces/<key:trace_id>/answer", collaboration.HumanAnswerView.as_view(), name="trace-answer"),
+    path("traces/<key:trace_id>/remote", collaboration.RemoteSubTraceView.as_view(), name="trace-remote"),
 ]

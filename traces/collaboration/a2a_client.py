@@ -107,15 +107,7 @@ async def _send(
             raise A2ACallError(
                 f"{card.name or base_url} has no skill {skill!r}; its skills: {', '.join(skills_of(card))}"
             )
-        config = ClientConfig(
-            streaming=False,
-            httpx_client=http,
-            supported_protocol_bindings=[TransportProtocol.JSONRPC.value, TransportProtocol.HTTP_JSON.value],
-        )
-        try:
-            client = ClientFactory(config).create(card)
-        except ValueError as exc:
-            raise A2ACallError(f"{base_url} offers no interface this client speaks ({exc})") from None
+        client = _client(http, base_url, card)
         message = _message(text)
         if continue_task_id:
             earlier = await client.get_task(pb.GetTaskRequest(id=continue_task_id, history_length=0))
@@ -132,6 +124,27 @@ async def _send(
         if not answered or answered[-1].HasField("message"):
             return answered[-1].message if answered else _message("")
         return await _settled(client, answered[-1].task, timeout)
+
+
+def _client(http: httpx.AsyncClient, base_url: str, card: pb.AgentCard) -> Any:
+    config = ClientConfig(
+        streaming=False,
+        httpx_client=http,
+        supported_protocol_bindings=[TransportProtocol.JSONRPC.value, TransportProtocol.HTTP_JSON.value],
+    )
+    try:
+        return ClientFactory(config).create(card)
+    except ValueError as exc:
+        raise A2ACallError(f"{base_url} offers no interface this client speaks ({exc})") from None
+
+
+async def _get(base_url: str, key: str, task_id: str, history_length: int) -> pb.Task:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    request_timeout = settings.AGENT_REMOTE_REQUEST_TIMEOUT
+    async with httpx.AsyncClient(headers=headers, timeout=request_timeout, follow_redirects=False) as http:
+        client = _client(http, base_url, await _card(http, base_url))
+        task: pb.Task = await client.get_task(pb.GetTaskRequest(id=task_id, history_length=history_length))
+        return task
 
 
 async def _settled(client: Any, task: pb.Task, timeout: float) -> pb.Task:
@@ -169,6 +182,19 @@ def run_a2a_task(
     except A2ACallError:
         raise
     except A2AError as exc:  # the agent's own answer (task not found, unsupported, ...)
+        raise A2ACallError(f"{base_url} answered {type(exc).__name__}: {exc}") from None
+    except httpx.HTTPError as exc:
+        raise A2ACallError(f"remote agent {base_url} is unreachable ({exc})") from None
+
+
+def get_a2a_task(base_url: str, key: str, task_id: str, *, history_length: int = 200) -> pb.Task:
+    """The task `task_id` of the A2A agent at `base_url`, with its last `history_length`
+    messages (GetTask); A2ACallError, naming what went wrong, otherwise."""
+    try:
+        return _in_own_loop(_get(base_url, key, task_id, history_length))
+    except A2ACallError:
+        raise
+    except A2AError as exc:
         raise A2ACallError(f"{base_url} answered {type(exc).__name__}: {exc}") from None
     except httpx.HTTPError as exc:
         raise A2ACallError(f"remote agent {base_url} is unreachable ({exc})") from None

@@ -193,3 +193,51 @@ def remote_agents_context_hook(trace: Any, goal_tree: Any) -> str | None:
             line += ": skills (agent_type) " + ", ".join(s["id"] for s in info["skills"])
         lines.append(line)
     return "\n".join(lines)
+
+
+@dataclass
+class RemoteTrace:
+    """A remote child as read through its agent (GetTask): status and conversation."""
+
+    remote_id: str
+    agent: str
+    status: str
+    messages: list[dict[str, str]]  # {"role": "user" | "agent", "content": text}
+    message_count: int
+    status_text: str = ""
+
+
+def remote_children(parent: Any) -> list[str]:
+    """The remote ids the parent's tool calls started (what the parent may read through)."""
+    calls = (parent.context or {}).get("sub_trace_calls") or {}
+    found = [i for call in calls.values() for i in call.get("sub_trace_ids") or [] if is_remote_id(i)]
+    return list(dict.fromkeys(found))
+
+
+def read_remote_trace(parent: Any, remote_id: str, *, history_length: int = 200) -> RemoteTrace:
+    """Read the remote child `remote_id` of `parent` through its agent with the stored key.
+    LookupError when it is not a child of `parent`; RemoteAgentError when it cannot be read."""
+    if remote_id not in remote_children(parent):
+        raise LookupError(f"{remote_id!r} is not a remote sub-trace of trace {parent.trace_id!r}")
+    host, task_id = split_remote_id(remote_id)
+    agent = remote_agent(host)
+    try:
+        task = a2a_client.get_a2a_task(agent.base_url, agent.key, task_id, history_length=history_length)
+    except a2a_client.A2ACallError as exc:
+        raise RemoteAgentError(str(exc)) from None
+    messages = [
+        {
+            "role": "user" if m.role == pb.Role.ROLE_USER else "agent",
+            "content": a2a_client.text_of_parts(m.parts),
+        }
+        for m in task.history
+    ]
+    state = task.status.state
+    return RemoteTrace(
+        remote_id=remote_id,
+        agent=agent.name or agent.base_url,
+        status=STATUSES.get(state, "running"),
+        messages=messages,
+        message_count=len(task.history),
+        status_text=a2a_client.text_of_parts(task.status.message.parts),
+    )
