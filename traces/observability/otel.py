@@ -98,31 +98,20 @@ def capture_content() -> bool:
     return os.environ.get(CAPTURE_CONTENT, "").strip().lower() == "true"
 
 
+@dataclass(slots=True)
 class _Open:
-    """A span in flight: plain fields the run's thread fills; `ended` turns it into a
-    ReadableSpan for the span processor (no SDK Span object, lock or per-call attribute
-    cleaning on the run's thread)."""
+    """A span in flight: plain fields the run's thread fills; `SpanObserver._end` turns it
+    into a ReadableSpan for the span processor (no SDK Span object, lock or per-call
+    attribute cleaning on the run's thread)."""
 
-    __slots__ = ("name", "context", "parent", "kind", "start", "attributes", "links", "events")
-
-    def __init__(
-        self,
-        name: str,
-        context: SpanContext,
-        parent: SpanContext | None,
-        kind: SpanKind,
-        attributes: dict[str, Any],
-        links: tuple[Link, ...] = (),
-        start: int | None = None,
-    ) -> None:
-        self.name = name
-        self.context = context
-        self.parent = parent
-        self.kind = kind
-        self.start = time.time_ns() if start is None else start
-        self.attributes = attributes
-        self.links = links
-        self.events: list[Event] = []
+    name: str
+    context: SpanContext
+    parent: SpanContext | None
+    kind: SpanKind
+    attributes: dict[str, Any]
+    links: tuple[Link, ...] = ()
+    start: int = field(default_factory=time.time_ns)
+    events: list[Event] = field(default_factory=list)
 
 
 @dataclass
