@@ -7,7 +7,7 @@ import re
 import pytest
 
 from tests.scripted_llm import Reply, ToolCall
-from traces.models import Approval, Message, Trace
+from traces.models import Approval, Message, Trace, TraceEvent
 from traces.runner import AgentRunner, RunConfig
 from traces.services.approvals import approval_decide
 
@@ -73,3 +73,45 @@ def test_the_waterfall_is_for_who_sees_the_trace(run, browser_client, stranger):
     url = f"/traces/{run.trace_id}/waterfall/"
     assert browser_client().get(url).status_code == 302
     assert browser_client(stranger).get(url).status_code == 404
+
+
+def test_a_compaction_is_an_instant_on_the_axis(llm, workspace_root, integrator, browser_client, settings):
+    """A run that outgrows a 1,000-token window is summarised (level 2): the compaction is a
+    marker at the moment its event was stored, with the tokens before and after, not a bar."""
+    settings.AGENT_CONTEXT_TOKENS = 1000
+    settings.AGENT_COMPACTION_REFLECT = False
+
+    def answer(body: dict) -> Reply:
+        last = (body.get("messages") or [{}])[-1]
+        if isinstance(last.get("content"), str) and last["content"].startswith("[COMPACT REQUEST]"):
+            return Reply(text="1. Primary request: print digits. 9. Next step: finish.")
+        return next(replies, Reply(text="finished"))
+
+    replies = iter(
+        Reply(tool_calls=[ToolCall("bash", {"command": f"python3 -c \"print('{i}' * 1200)\""})])
+        for i in range(6)
+    )
+    llm.script("scripted", [answer] * 30)
+    result = AgentRunner().run_result(
+        [{"role": "user", "content": "print big digits six times"}],
+        RunConfig(owner_id=integrator.pk, stream=False, skills=["planning", "research"]),
+    )
+    assert result.status == "completed"
+    events = TraceEvent.objects.filter(trace_id=result.trace_id, type="compaction", payload__level=2)
+    assert events.exists()
+
+    text = browser_client(integrator).get(f"/traces/{result.trace_id}/waterfall/").content.decode()
+    compactions = re.findall(
+        r'data-kind="compaction">.*?<span class="wf-track" role="cell">(.*?)</span>\s*'
+        r'<span class="wf-figures small muted" role="cell">(.*?)</span>',
+        text,
+        re.S,
+    )
+    assert len(compactions) == TraceEvent.objects.filter(trace_id=result.trace_id, type="compaction").count()
+    first = (
+        TraceEvent.objects.filter(trace_id=result.trace_id, type="compaction").order_by("event_id").first()
+    )
+    assert first is not None
+    marker, figures = compactions[0]
+    assert 'class="wf-instant"' in marker and "wf-bar" not in marker
+    assert figures == f"instant · {first.payload['tokens_before']} → {first.payload['tokens_after']} tokens"

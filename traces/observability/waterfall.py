@@ -37,6 +37,11 @@ class Bar:
     def duration_ms(self) -> int:
         return int((self.end - self.start).total_seconds() * 1000)
 
+    @property
+    def instant(self) -> bool:
+        """A point in time, drawn as a marker: a compaction (its event is stored when it is done)."""
+        return self.kind == "compaction"
+
 
 @dataclass
 class Total:
