@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.urls import path
 
 import traces.api.converters  # noqa: F401  (registers the "key" converter)
-from traces.api import approvals, collaboration, observability, projects, views
+from traces.api import approvals, collaboration, observability, projects, transfer, views
 
 app_name = "traces-api"
 
@@ -13,6 +13,7 @@ urlpatterns = [
     path("projects", projects.ProjectListView.as_view(), name="project-list"),
     path("traces", views.TraceListView.as_view(), name="trace-list"),
     path("traces/running", views.RunningTraceListView.as_view(), name="trace-running"),
+    path("traces/import", transfer.TraceImportView.as_view(), name="trace-import"),
     path("traces/<key:trace_id>", views.TraceDetailView.as_view(), name="trace-detail"),
     path("traces/<key:trace_id>/messages", views.TraceMessagesView.as_view(), name="trace-messages"),
     path(
@@ -20,6 +21,7 @@ urlpatterns = [
         observability.MessageRequestView.as_view(),
         name="message-request",
     ),
+    path("traces/<key:trace_id>/export", transfer.TraceExportView.as_view(), name="trace-export"),
     path("traces/<key:trace_id>/events", views.TraceEventsView.as_view(), name="trace-events"),
     path("traces/<key:trace_id>/run", views.TraceRunView.as_view(), name="trace-run"),
     path("traces/<key:trace_id>/stop", views.TraceStopView.as_view(), name="trace-stop"),
