@@ -88,3 +88,13 @@ def test_a_strangers_or_bad_edit_writes_nothing(browser_client, integrator, stra
     assert "/login/" in anonymous["Location"]
     assert "changes nothing" in unchanged.content.decode()
     assert Message.objects.filter(trace=trace).count() == 3 and not MessageEdit.objects.exists()
+
+
+def test_deleting_a_trace_takes_its_edits(integrator):
+    from traces.services.delete import trace_delete
+
+    trace = forked(integrator)
+
+    trace_delete(user=integrator, trace_id=trace.trace_id)
+
+    assert not MessageEdit.objects.exists() and not Message.objects.exists()
