@@ -286,3 +286,15 @@ def test_editing_a_side_branch_message_is_400(api_client, integrator):
     response = client.post(f"/api/traces/{trace.trace_id}/messages/3/edit", {"content": "yo"}, format="json")
 
     assert response.status_code == 400 and "not on the main path" in response.json()["error"]
+
+
+def test_a_bad_second_tool_call_is_a_400_naming_it(api_client, integrator):
+    trace = make_trace(integrator, messages=CHAT)
+    calls = [{"id": "a", "arguments": {}}, {"id": "b", "arguments": None}]
+
+    response = api_client(integrator).post(
+        f"/api/traces/{trace.trace_id}/messages/3/edit", {"tool_calls": calls}, format="json"
+    )
+
+    assert response.status_code == 400
+    assert response.json()["error"].startswith("tool_calls.arguments:")
