@@ -8,6 +8,7 @@ from django.urls import path
 from portal.views import (
     agents,
     approvals,
+    branches,
     deletion,
     media,
     memory,
@@ -56,6 +57,13 @@ urlpatterns = [
         name="approval-decide",
     ),
     path("traces/<str:trace_id>/scores/", review.trace_score_view, name="trace-score"),  # X6 (issue 23)
+    path("traces/<str:trace_id>/compare/", branches.branch_compare, name="branch-compare"),
+    path("compare/", branches.trace_compare, name="trace-compare"),
+    path(
+        "traces/<str:trace_id>/messages/<int:sequence>/edit/",
+        branches.message_edit_view,
+        name="message-edit",
+    ),
     path("review/", queues.queue_list, name="queues"),  # X6 review queues (issue 23)
     path("review/<int:queue_id>/", queues.queue_detail, name="queue"),
     path("review/<int:queue_id>/items/<int:item_id>/", queues.queue_item, name="queue-item"),

@@ -8,7 +8,7 @@ from django.contrib import admin
 from django.core.exceptions import ValidationError
 from django.forms import ModelForm
 
-from review.models import QueueItem, ReviewQueue, Score, ScoreDefinition, ScoreKind
+from review.models import MessageEdit, QueueItem, ReviewQueue, Score, ScoreDefinition, ScoreKind
 
 
 class ScoreDefinitionForm(ModelForm):
@@ -60,3 +60,19 @@ class ReviewQueueAdmin(admin.ModelAdmin):
     search_fields = ("name", "description")
     filter_horizontal = ("definitions",)
     inlines = (QueueItemInline,)
+
+
+@admin.register(MessageEdit)
+class MessageEditAdmin(admin.ModelAdmin):
+    """The edit-and-fork audit trail: read only (edits are made on the portal or the API)."""
+
+    list_display = ("trace", "original_sequence", "edited_sequence", "editor", "edited_at", "rerun")
+    list_filter = ("rerun",)
+    search_fields = ("trace__trace_id",)
+    readonly_fields = [f.name for f in MessageEdit._meta.fields]
+
+    def has_add_permission(self, request: Any) -> bool:
+        return False
+
+    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
+        return False

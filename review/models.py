@@ -142,3 +142,31 @@ class QueueItem(models.Model):
 
     def __str__(self) -> str:
         return f"{self.queue_id}:{self.trace_id} ({self.status})"
+
+
+class MessageEdit(models.Model):
+    """An expert's edit of a main-path message (X6 edit-and-fork): the edited copy
+    starts a new branch, the original stays; who, when, which message, before/after.
+
+    Sequences rather than foreign keys: deleting a trace's messages stays one DELETE
+    (traces/services/delete.py); the edits go first, by the trace_deleting signal.
+    """
+
+    trace = models.ForeignKey(Trace, on_delete=models.CASCADE, related_name="message_edits")
+    editor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, blank=True, null=True, related_name="+"
+    )
+    edited_at = models.DateTimeField(default=timezone.now)
+    original_sequence = models.IntegerField(help_text="the message that was edited (it stays)")
+    edited_sequence = models.IntegerField(help_text="its edited copy, the new branch's first message")
+    head_sequence = models.IntegerField(help_text="the new branch's head right after the edit")
+    role = models.CharField(max_length=10)
+    before = models.JSONField(help_text="the edited fields as they were: content and/or tool_calls")
+    after = models.JSONField(help_text="the edited fields as the copy has them")
+    rerun = models.BooleanField(default=False, help_text="whether the branch was re-run from the edit")
+
+    class Meta:
+        ordering = ("edited_at", "id")
+
+    def __str__(self) -> str:
+        return f"{self.trace_id}:{self.original_sequence}->{self.edited_sequence}"

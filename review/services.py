@@ -11,7 +11,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from review.filters import ScoredTraceFilter
-from review.models import ItemStatus, QueueItem, ReviewQueue, Score, ScoreDefinition, ScoreKind
+from review.models import ItemStatus, MessageEdit, QueueItem, ReviewQueue, Score, ScoreDefinition, ScoreKind
 from traces.models import Message, Trace
 from traces.runner import InvalidRun, TraceNotFound
 from traces.selectors import traces_visible_to
@@ -171,6 +171,8 @@ def queue_item_finish(*, user: Any, item: QueueItem, status: str = ItemStatus.DO
 
 
 def reviews_forget_traces(*, trace_ids: list[str], **_: Any) -> None:
-    """trace_deleting receiver: the traces' scores and queue items go (caller's transaction)."""
+    """trace_deleting receiver: the traces' scores, queue items and message edits go
+    (caller's transaction)."""
     Score.objects.filter(trace_id__in=trace_ids).delete()
+    MessageEdit.objects.filter(trace_id__in=trace_ids).delete()
     QueueItem.objects.filter(trace_id__in=trace_ids).delete()

@@ -6,7 +6,7 @@ from rest_framework import serializers
 
 from review.filters import SCORE_ORDERINGS
 from review.services import COMMENT_LIMIT
-from traces.api.fields import BIGGEST_INTEGER, StrictCharField, StrictIntegerField
+from traces.api.fields import BIGGEST_INTEGER, StrictBooleanField, StrictCharField, StrictIntegerField
 from traces.api.requests import QuerySerializer, TraceListQuerySerializer
 
 
@@ -51,3 +51,40 @@ class ScoresQuerySerializer(QuerySerializer):
     message_sequence = serializers.IntegerField(
         required=False, min_value=1, max_value=BIGGEST_INTEGER, help_text="only the scores of this message"
     )
+
+
+class BranchCompareQuerySerializer(QuerySerializer):
+    a = serializers.IntegerField(
+        min_value=1, max_value=BIGGEST_INTEGER, help_text="the message ending branch a"
+    )
+    b = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=BIGGEST_INTEGER,
+        help_text="the message ending branch b (the head)",
+    )
+
+
+class TraceCompareQuerySerializer(QuerySerializer):
+    a = StrictCharField(max_length=255, help_text="a trace id")
+    b = StrictCharField(max_length=255, help_text="another trace id, of the same task")
+
+
+class ToolCallEditSerializer(serializers.Serializer):
+    id = StrictCharField(max_length=200, help_text="the call's id in the edited message")
+    arguments = serializers.JSONField(help_text="the call's new arguments: a JSON object")
+
+
+class MessageEditSerializer(serializers.Serializer):
+    content = StrictCharField(
+        required=False, allow_blank=True, trim_whitespace=False, help_text="the message's new text"
+    )
+    tool_calls = ToolCallEditSerializer(
+        many=True, required=False, help_text="an assistant's calls' new arguments"
+    )
+    rerun = StrictBooleanField(required=False, default=False, help_text="run the new branch from the edit")
+
+    def validate(self, attrs: dict) -> dict:
+        if "content" not in attrs and "tool_calls" not in attrs:
+            raise serializers.ValidationError({"content": ["give content and/or tool_calls"]})
+        return attrs

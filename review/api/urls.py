@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.urls import path
 
 import traces.api.converters  # noqa: F401  (registers the "key" converter)
-from review.api import queues, views
+from review.api import branches, queues, views
 
 app_name = "review-api"
 
@@ -17,5 +17,13 @@ urlpatterns = [
     path("review-queues/<int:queue_id>/items", queues.QueueItemsView.as_view(), name="queue-items"),
     path(
         "review-queues/<int:queue_id>/items/<int:item_id>", queues.QueueItemView.as_view(), name="queue-item"
+    ),
+    path("traces/<key:trace_id>/compare", branches.BranchCompareView.as_view(), name="branch-compare"),
+    path("compare/traces", branches.TraceCompareView.as_view(), name="trace-compare"),
+    path("traces/<key:trace_id>/edits", branches.MessageEditListView.as_view(), name="message-edits"),
+    path(
+        "traces/<key:trace_id>/messages/<int:sequence>/edit",
+        branches.MessageEditView.as_view(),
+        name="message-edit",
     ),
 ]

@@ -7,7 +7,14 @@ import pytest
 from review.models import ScoreDefinition, ScoreKind
 
 # The named users (expert = staff, integrator = owner, stranger) and api_client.
-from tests.traces.conftest import api_client, expert, integrator, stranger  # noqa: F401
+from tests.traces.conftest import (  # noqa: F401
+    api_client,
+    expert,
+    inline_worker,
+    integrator,
+    stranger,
+    workspace_root,
+)
 
 
 @pytest.fixture

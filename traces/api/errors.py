@@ -70,11 +70,15 @@ def _first_code(exc: exceptions.APIException) -> str:
 
 
 def _reason(detail: Any, field: str = "") -> str:
-    """The first message of a (possibly nested) DRF error detail, prefixed by its field."""
+    """The first message of a (possibly nested) DRF error detail, prefixed by its field.
+
+    A list serializer's errors hold `{}` for the items that were fine: skipped."""
     if isinstance(detail, dict):
-        key, value = next(iter(detail.items()))
+        key, value = next(((k, v) for k, v in detail.items() if v not in ({}, [])), (None, None))
+        if key is None:
+            return field or "invalid"
         name = key if key != "non_field_errors" else ""
         return _reason(value, f"{field}.{name}" if field and name else field or name)
     if isinstance(detail, list) and detail:
-        return _reason(detail[0], field)
+        return _reason(next((item for item in detail if item not in ({}, [])), detail[0]), field)
     return f"{field}: {detail}" if field else str(detail)
