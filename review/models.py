@@ -170,3 +170,42 @@ class MessageEdit(models.Model):
 
     def __str__(self) -> str:
         return f"{self.trace_id}:{self.original_sequence}->{self.edited_sequence}"
+
+
+class Verdict(models.TextChoices):
+    PENDING = "", "not judged"
+    FIXED = "fixed", "fixed"
+    NOT_FIXED = "not_fixed", "not fixed"
+
+
+class Correction(models.Model):
+    """An expert's correction of an assistant message ("here the agent should have …"),
+    the draft experience proposed from it, and the verification of that experience: a
+    branch forked before the mistake and re-run with the experience injected, judged
+    fixed / not fixed against the original branch (X6, issue 23 item 4)."""
+
+    trace = models.ForeignKey(Trace, on_delete=models.CASCADE, related_name="corrections")
+    message_sequence = models.IntegerField(help_text="the corrected assistant message")
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, blank=True, null=True, related_name="+"
+    )
+    text = models.TextField()
+    experience = models.ForeignKey(
+        "memory.Experience", on_delete=models.SET_NULL, blank=True, null=True, related_name="corrections"
+    )
+    # The verification: the original branch's head, the fork point, when it started.
+    original_head_sequence = models.IntegerField(blank=True, null=True)
+    verify_after_sequence = models.IntegerField(blank=True, null=True)
+    verified_at = models.DateTimeField(blank=True, null=True)
+    verdict = models.CharField(max_length=10, choices=Verdict.choices, blank=True, default=Verdict.PENDING)
+    verdict_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, blank=True, null=True, related_name="+"
+    )
+    verdict_at = models.DateTimeField(blank=True, null=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("-created_at", "-id")
+
+    def __str__(self) -> str:
+        return f"{self.trace_id}:{self.message_sequence} {self.verdict or 'open'}"

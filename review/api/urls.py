@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.urls import path
 
 import traces.api.converters  # noqa: F401  (registers the "key" converter)
-from review.api import branches, queues, views
+from review.api import branches, corrections, queues, views
 
 app_name = "review-api"
 
@@ -25,5 +25,30 @@ urlpatterns = [
         "traces/<key:trace_id>/messages/<int:sequence>/edit",
         branches.MessageEditView.as_view(),
         name="message-edit",
+    ),
+    path(
+        "traces/<key:trace_id>/messages/<int:sequence>/corrections",
+        corrections.MessageCorrectionsView.as_view(),
+        name="message-corrections",
+    ),
+    path(
+        "traces/<key:trace_id>/corrections",
+        corrections.TraceCorrectionsView.as_view(),
+        name="trace-corrections",
+    ),
+    path(
+        "corrections/<int:correction_id>",
+        corrections.CorrectionDetailView.as_view(),
+        name="correction-detail",
+    ),
+    path(
+        "corrections/<int:correction_id>/verify",
+        corrections.CorrectionVerifyView.as_view(),
+        name="correction-verify",
+    ),
+    path(
+        "corrections/<int:correction_id>/verdict",
+        corrections.CorrectionVerdictView.as_view(),
+        name="correction-verdict",
     ),
 ]
