@@ -156,6 +156,8 @@ class MessageSerializer(serializers.ModelSerializer):
             "cost",
             "duration_ms",
             "finish_reason",
+            "reasoning",
+            "reasoning_tokens",
             "created_at",
         ]
         read_only_fields = fields
