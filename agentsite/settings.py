@@ -180,6 +180,8 @@ AGENT_MAX_ITERATIONS = env_int("AGENT_MAX_ITERATIONS", 200, minimum=1)
 AGENT_CONTEXT_EVERY = env_int("AGENT_CONTEXT_EVERY", 10, minimum=1)
 AGENT_WORKSPACE_ROOT = Path(env_str("AGENT_WORKSPACE_ROOT") or str(BASE_DIR / "workspaces"))
 AGENT_TOOL_TIMEOUT = env_float("AGENT_TOOL_TIMEOUT", 60.0, minimum=0.1)
+# Read-only calls of one reply run at once, at most this many (1 = one at a time).
+AGENT_PARALLEL_TOOLS = env_int("AGENT_PARALLEL_TOOLS", 4, minimum=1)
 # L5 images and PDF pages in messages (traces/media/): bytes are stored once, by
 # sha256, under AGENT_MEDIA_ROOT (shared by the web and worker processes, like the
 # workspaces); messages keep a reference. Limits are on decoded bytes.
