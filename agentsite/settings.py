@@ -182,6 +182,8 @@ AGENT_WORKSPACE_ROOT = Path(env_str("AGENT_WORKSPACE_ROOT") or str(BASE_DIR / "w
 AGENT_TOOL_TIMEOUT = env_float("AGENT_TOOL_TIMEOUT", 60.0, minimum=0.1)
 # Read-only calls of one reply run at once, at most this many (1 = one at a time).
 AGENT_PARALLEL_TOOLS = env_int("AGENT_PARALLEL_TOOLS", 4, minimum=1)
+# A sub-agent's parent hears a subagent_checkpoint every this many child rounds (seed 002: 8; 0 = never).
+AGENT_SUBAGENT_CHECKPOINT_ROUNDS = env_int("AGENT_SUBAGENT_CHECKPOINT_ROUNDS", 8, minimum=0)
 # L5 images and PDF pages in messages (traces/media/): bytes are stored once, by
 # sha256, under AGENT_MEDIA_ROOT (shared by the web and worker processes, like the
 # workspaces); messages keep a reference. Limits are on decoded bytes.

@@ -7,7 +7,7 @@ from typing import Any
 
 from memory.presets import UnknownPreset, get_preset
 from tools.registry import tool
-from traces.collaboration import humans, remote, subtraces
+from traces.collaboration import humans, progress, remote, subtraces
 from traces.collaboration.subtraces import ChildOutcome, ChildSpec
 from traces.models import Trace, TraceStatus
 from traces.runner.tool_api import ToolContext, ToolError, ToolResult
@@ -110,6 +110,7 @@ def _start(ctx: ToolContext, mode: str, ids: list[str], tasks: list[str], goal_i
                 "sub_trace_started",
                 {"sub_trace_id": sub_id, "mode": mode, "task": task[:500], "goal_id": goal_id},
             )
+            progress.subagent_started(store, sub_id, mode, task, goal_id)
     if store is not None:
         store.commit()  # the portal sees the children running while they run
 
@@ -124,6 +125,7 @@ def _finish(ctx: ToolContext, mode: str, goal: Any, outcomes: list[ChildOutcome]
         subtraces.collaborator_upsert(trace, _collaborator(outcome.trace_id, task, mode, status, summary))
         if store is None:
             continue
+        progress.subagent_ended(store, mode, outcome)
         if outcome.status == TraceStatus.WAITING:
             store.emit("subagent_waiting", {"mode": mode, **outcome.as_dict(), "reason": "approval"})
         elif outcome.paused:  # seed 002: the parent hears that its child paused at the step limit
@@ -185,7 +187,8 @@ def _delegate(
     goal_id = goal.goal_id if goal is not None else None
     _start(ctx, "delegate", [spec.trace_id], [task], goal_id)
     with subtraces.stop_cascade(parent.trace_id, [spec.trace_id]):
-        outcome = subtraces.run_child(ctx.runner, parent, goal_id, spec, ctx.tool_call_id)
+        relay = progress.ProgressRelay(ctx.store)
+        outcome = subtraces.run_child(ctx.runner, parent, goal_id, spec, ctx.tool_call_id, relay)
     _finish(ctx, "delegate", goal, [outcome], [task])
     return waiting_result([outcome], "delegate") or _result("delegate", [outcome], [task])
 
@@ -224,7 +227,10 @@ def _explore(
     goal_id = goal.goal_id if goal is not None else None
     _start(ctx, "explore", [s.trace_id for s in specs], tasks, goal_id)
     with subtraces.stop_cascade(parent.trace_id, [s.trace_id for s in specs]):
-        outcomes = subtraces.run_children_concurrently(ctx.runner, parent, goal_id, specs, ctx.tool_call_id)
+        relay = progress.ProgressRelay(ctx.store)
+        outcomes = subtraces.run_children_concurrently(
+            ctx.runner, parent, goal_id, specs, ctx.tool_call_id, relay
+        )
     _finish(ctx, "explore", goal, outcomes, tasks)
     return waiting_result(outcomes, "explore") or _result("explore", outcomes, tasks)
 

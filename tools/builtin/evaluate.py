@@ -8,7 +8,7 @@ from typing import Any
 
 from tools.builtin.agent import waiting_result
 from tools.registry import tool
-from traces.collaboration import subtraces
+from traces.collaboration import progress, subtraces
 from traces.collaboration.subtraces import ChildSpec
 from traces.goal_tree import GoalError
 from traces.models import Trace
@@ -103,8 +103,10 @@ def evaluate(
         store.emit(
             "sub_trace_started", {"sub_trace_id": spec.trace_id, "mode": "evaluate", "goal_id": goal_id}
         )
+        progress.subagent_started(store, spec.trace_id, "evaluate", target.description, goal_id)
         store.commit()
-    outcome = subtraces.run_child(ctx.runner, parent, goal_id, spec, ctx.tool_call_id)
+    relay = progress.ProgressRelay(store)
+    outcome = subtraces.run_child(ctx.runner, parent, goal_id, spec, ctx.tool_call_id, relay)
     waiting = waiting_result([outcome], "evaluate")
     if waiting is not None:
         return waiting
@@ -122,6 +124,7 @@ def evaluate(
         store.emit(
             "sub_trace_completed", {"mode": "evaluate", **outcome.as_dict(), "verdict": judgement["verdict"]}
         )
+        progress.subagent_ended(store, "evaluate", outcome, verdict=judgement["verdict"])
     data = {
         "target_goal": tree.display_ids().get(target.goal_id),
         **judgement,

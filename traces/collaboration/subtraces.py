@@ -9,8 +9,9 @@ that starts children (running in the parent's thread, `inline`) also:
   mode and their figures in its cumulative stats (`mark_agent_call`);
 - keeps `parent.context["collaborators"]` current (`collaborator_upsert`);
 - notes which children a tool call started in `parent.context["sub_trace_calls"]`,
-  so an interrupted call heals with their ids (`healed_result`, R6);
-- emits `sub_trace_started` / `sub_trace_completed` on the parent.
+  so an interrupted call heals with their ids (`traces/collaboration/healing.py:healed_result`, R6);
+- emits `sub_trace_started` / `sub_trace_completed` on the parent, and seed 002's
+  `subagent_*` progress events (`traces/collaboration/progress.py`).
 
 Explore children run truly concurrently, one thread and one database connection
 each. Children never get agent, evaluate or ask_human (no recursion, and no
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import json
 import logging
 import threading
 from collections.abc import Iterator
@@ -33,12 +33,12 @@ from django.db import DatabaseError, connections
 from django.utils import timezone
 
 from memory.presets import get_preset
+from traces.collaboration.progress import ProgressRelay
 from traces.goal_tree import GoalTree
 from traces.models import Goal, Trace, TraceStatus
 from traces.runner import AgentRunner, RunConfig, RunError
 from traces.runner.config import STEP_LIMIT_PREFIX
 from traces.runner.store import trace_request_stop
-from traces.runner.tool_call import ToolCall
 
 logger = logging.getLogger(__name__)
 
@@ -228,7 +228,12 @@ def outcome_of(child: Trace) -> ChildOutcome:
 
 
 def run_child(
-    runner: Any, parent: Trace, goal_id: str | None, spec: ChildSpec, tool_call_id: str | None
+    runner: Any,
+    parent: Trace,
+    goal_id: str | None,
+    spec: ChildSpec,
+    tool_call_id: str | None,
+    relay: ProgressRelay | None = None,
 ) -> ChildOutcome:
     """Run one child to its end with `runner` (in the calling thread).
 
@@ -242,12 +247,14 @@ def run_child(
             return outcome_of(child)
     before = figures(Trace.objects.filter(pk=spec.trace_id).first()) if spec.existing else {}
     task_message = [{"role": "user", "content": spec.task}] if spec.task else []
+    on_progress = relay.reporter(spec.trace_id, spec.mode) if relay is not None else None
     try:
         if spec.existing:
             config = RunConfig(
                 trace_id=spec.trace_id,
                 agent_type=spec.agent_type,
                 tools=child_tool_names(runner, spec.agent_type),
+                on_progress=on_progress,
             )
             result = runner.run_result([*spec.messages, *task_message], config)
         else:
@@ -264,6 +271,7 @@ def run_child(
                 new_trace_id=spec.trace_id,
                 confirm_policy=child_confirm_policy(parent),
                 context={"agent_call_mode": spec.mode, "parent_tool_call_id": tool_call_id},
+                on_progress=on_progress,
             )
             result = runner.run_result([*spec.messages, *task_message], config)
     except RunError as exc:
@@ -284,9 +292,15 @@ def run_child(
 
 
 def run_children_concurrently(
-    runner: Any, parent: Trace, goal_id: str | None, specs: list[ChildSpec], tool_call_id: str | None
+    runner: Any,
+    parent: Trace,
+    goal_id: str | None,
+    specs: list[ChildSpec],
+    tool_call_id: str | None,
+    relay: ProgressRelay | None = None,
 ) -> list[ChildOutcome]:
-    """Explore: every child in its own thread, with its own runner and database connection."""
+    """Explore: every child in its own thread, with its own runner and database connection;
+    meanwhile this (the parent's) thread passes their progress on (`relay.drain`)."""
 
     def one(spec: ChildSpec) -> ChildOutcome:
         child_runner = AgentRunner(
@@ -297,13 +311,19 @@ def run_children_concurrently(
             hooks=runner.hooks,
         )
         try:
-            return run_child(child_runner, parent, goal_id, spec, tool_call_id)
+            return run_child(child_runner, parent, goal_id, spec, tool_call_id, relay)
         finally:
             child_runner.close()
             connections.close_all()  # this thread's connections only
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=len(specs), thread_name_prefix="explore") as pool:
-        return list(pool.map(one, specs))
+        futures = [pool.submit(one, spec) for spec in specs]
+        pending = set(futures)
+        while pending:
+            _, pending = concurrent.futures.wait(pending, timeout=settings.AGENT_STOP_POLL_SECONDS)
+            if relay is not None:
+                relay.drain()
+        return [future.result() for future in futures]
 
 
 @contextlib.contextmanager
@@ -337,54 +357,3 @@ def stop_cascade(parent_id: str, child_ids: list[str]) -> Iterator[None]:
     finally:
         done.set()
         thread.join(timeout=5)
-
-
-# --- healing (R6) ---------------------------------------------------------------------
-
-
-def healed_result(trace: Trace, call: dict[str, Any]) -> str | None:
-    """The structured interruption note of an agent/evaluate call, or None for other tools."""
-    name = ToolCall.of(call).name
-    if name not in ("agent", "evaluate"):
-        return None
-    noted = ((trace.context or {}).get("sub_trace_calls") or {}).get(call.get("id") or "") or {}
-    ids = list(noted.get("sub_trace_ids") or [])
-    children = {t.trace_id: t for t in Trace.objects.filter(pk__in=ids)}
-    entries = []
-    for sub_id in ids:
-        child = children.get(sub_id)
-        entries.append(
-            {
-                "sub_trace_id": sub_id,
-                "sub_trace_status": child.status if child else "unknown",
-                "stats": {
-                    "messages": child.total_messages,
-                    "tokens": child.total_tokens,
-                    "cost": child.total_cost,
-                }
-                if child
-                else {},
-                "continue_from": f"{name}(..., continue_from={sub_id!r})"
-                if name == "evaluate"
-                else f"agent(task='<what to do next>', continue_from={sub_id!r})",
-            }
-        )
-    body: dict[str, Any] = {
-        "status": "interrupted",
-        "tool": name,
-        "mode": noted.get("mode"),
-        "note": (
-            "This call was interrupted (the run stopped or its worker died) before it returned. "
-            + (
-                "Its sub-traces are kept: resume one with continue_from (it keeps its history), "
-                "or call again from scratch."
-                if ids
-                else "No sub-trace was started yet; call it again if still needed."
-            )
-        ),
-    }
-    if len(entries) == 1:
-        body.update(entries[0])
-    elif entries:
-        body["sub_traces"] = entries
-    return json.dumps(body, ensure_ascii=False, indent=2)

@@ -211,6 +211,7 @@ class ToolCalls(RunnerBase):
                     "tool_call_id": call.get("id"),
                     "tool": name,
                     "status": "approved",
+                    "approved": True,  # seed 002's boolean
                     "scope": "run",
                     "approval_id": decision.by_run_approval,
                 },
@@ -224,7 +225,8 @@ class ToolCalls(RunnerBase):
                 run.store.emit("confirm_required", approval_payload(approval))
                 run.store.commit()
         elif decision.action != "wait":
-            run.store.emit("confirm_response", approval_payload(approval))
+            payload = approval_payload(approval)
+            run.store.emit("confirm_response", {**payload, "approved": payload["status"] == "approved"})
         return decision
 
     def _images_message(self, run: RunState, images: list[dict[str, Any]]) -> Message:
