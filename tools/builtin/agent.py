@@ -24,6 +24,7 @@ def agent(
     agent_type: str = "",
     skills: list[str] | None = None,
     agent_url: str = "",
+    context: dict[str, Any] | None = None,
 ) -> ToolResult:
     """Hand work to sub-agents, each a full trace you can inspect and resume.
 
@@ -46,23 +47,31 @@ def agent(
         agent_type: Preset of the sub-agent (e.g. explore, analyst); default: default for delegate, explore for lists.
         skills: Skills to put into the sub-agent's system prompt (overrides the preset's).
         agent_url: URL of a remote (A2A) agent to run the task on.
+        context: Optional names and values the sub-agent(s) should know (ids, paths, constraints), kept on the sub-trace.
     """
+    try:
+        extra = subtraces.check_context(context)
+    except ValueError as exc:
+        raise ToolError(str(exc)) from None
     if isinstance(task, list) and messages and all(isinstance(m, list) for m in messages):
         if len(messages) != len(task):
             raise ToolError(f"one list of messages per task: got {len(messages)} lists for {len(task)} tasks")
         if continue_from or agent_url:
             raise ToolError("continue_from and agent_url work with one task (a string), not a list")
-        return _explore(ctx, task, [_check_messages(m) for m in messages], agent_type or "explore", skills)
+        return _explore(
+            ctx, task, [_check_messages(m) for m in messages], agent_type or "explore", skills, extra
+        )
     preloaded = _check_messages(messages)
     if agent_url or remote.is_remote_id(continue_from):
-        return _remote(ctx, task, preloaded, continue_from, agent_type, agent_url)
+        sent = subtraces.with_context(task, extra) if isinstance(task, str) else task
+        return _remote(ctx, sent, preloaded, continue_from, agent_type, agent_url)
     if isinstance(task, list):
         if continue_from:
             raise ToolError("continue_from works with one task (a string), not a list")
-        return _explore(ctx, task, [preloaded] * len(task), agent_type or "explore", skills)
+        return _explore(ctx, task, [preloaded] * len(task), agent_type or "explore", skills, extra)
     if not isinstance(task, str) or not task.strip():
         raise ToolError("task must be a non-empty string or a list of strings")
-    return _delegate(ctx, task, preloaded, continue_from, agent_type or "", skills)
+    return _delegate(ctx, task, preloaded, continue_from, agent_type or "", skills, extra)
 
 
 def waiting_result(outcomes: list[ChildOutcome], mode: str) -> ToolResult | None:
@@ -153,6 +162,7 @@ def _delegate(
     continue_from: str,
     agent_type: str,
     skills: list[str] | None,
+    extra: dict[str, Any] | None = None,
 ) -> ToolResult:
     parent = ctx.trace
     noted = subtraces.noted_children(parent, ctx.tool_call_id)
@@ -172,6 +182,7 @@ def _delegate(
             previous.agent_type or "default",
             mode="delegate",
             existing=True,
+            context=extra,
         )
     else:
         kind = _preset(agent_type or "default")
@@ -182,6 +193,7 @@ def _delegate(
             kind,
             skills,
             name=f"delegate: {' '.join(task.split())[:60]}",
+            context=extra,
         )
     goal = subtraces.calling_goal(ctx.goal_tree, ctx.goal_id, task)
     goal_id = goal.goal_id if goal is not None else None
@@ -199,6 +211,7 @@ def _explore(
     messages: list[list[dict[str, Any]]],
     agent_type: str,
     skills: list[str] | None,
+    extra: dict[str, Any] | None = None,
 ) -> ToolResult:
     if not all(isinstance(t, str) and t.strip() for t in tasks):
         raise ToolError("every task of the list must be a non-empty string")
@@ -218,6 +231,7 @@ def _explore(
             skills,
             name=f"explore {index}: {' '.join(task.split())[:60]}",
             mode="explore",
+            context=extra,
         )
         for index, (task, task_messages) in enumerate(zip(tasks, messages, strict=True), start=1)
     ]

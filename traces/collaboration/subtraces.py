@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import json
 import logging
 import threading
 from collections.abc import Iterator
@@ -58,6 +59,7 @@ class ChildSpec:
     name: str = ""
     mode: str = "delegate"
     existing: bool = False
+    context: dict[str, Any] | None = None  # the caller's `context` (seed 004 agent/evaluate)
 
 
 @dataclass
@@ -201,11 +203,20 @@ def figures(trace: Trace | None) -> dict[str, Any]:
 # --- running children ----------------------------------------------------------------
 
 
-def child_tool_names(runner: Any, agent_type: str) -> list[str]:
-    """The preset's tools minus the ones a child never gets (no recursion)."""
+READ_ONLY_MODES = ("explore", "evaluate")
+
+
+def child_tool_names(runner: Any, agent_type: str, mode: str = "delegate") -> list[str]:
+    """The preset's tools minus the ones a child never gets (no recursion); explore and
+    evaluate children get only read-only ones, whatever preset `agent_type` names."""
     preset = get_preset(agent_type)
     offered = runner.tool_registry.select(allowed=preset.allowed_tools, denied=preset.denied_tools)
-    return [t.name for t in offered if t.name not in NO_RECURSION]
+    read_only = mode in READ_ONLY_MODES
+    return [
+        t.name
+        for t in offered
+        if t.name not in NO_RECURSION and (not read_only or (t.read_only and t.risk == "safe"))
+    ]
 
 
 def child_confirm_policy(parent: Trace) -> str | None:
@@ -221,6 +232,28 @@ def noted_children(trace: Trace, tool_call_id: str | None) -> list[str]:
     child waited for an expert runs them on instead of starting new ones)."""
     noted = ((trace.context or {}).get("sub_trace_calls") or {}).get(tool_call_id or "") or {}
     return list(noted.get("sub_trace_ids") or [])
+
+
+CONTEXT_LIMIT = 8_000  # characters of a call's `context` as JSON
+
+
+def check_context(context: Any) -> dict[str, Any] | None:
+    """The `context` argument of agent/evaluate: a JSON object of modest size, or None."""
+    if context is None or context == {}:
+        return None
+    if not isinstance(context, dict):
+        raise ValueError("context must be an object of names and values")
+    if len(json.dumps(context, ensure_ascii=False, default=str)) > CONTEXT_LIMIT:
+        raise ValueError(f"context is too large (at most {CONTEXT_LIMIT} characters as JSON)")
+    return context
+
+
+def with_context(task: str, context: dict[str, Any] | None) -> str:
+    """The task as the child reads it: the caller's context follows it as a JSON block."""
+    if not context:
+        return task
+    block = json.dumps(context, ensure_ascii=False, indent=2, default=str)
+    return f"{task}\n\n## Context from the caller\n\n```json\n{block}\n```"
 
 
 def outcome_of(child: Trace) -> ChildOutcome:
@@ -246,14 +279,15 @@ def run_child(
         if child.status != TraceStatus.WAITING:
             return outcome_of(child)
     before = figures(Trace.objects.filter(pk=spec.trace_id).first()) if spec.existing else {}
-    task_message = [{"role": "user", "content": spec.task}] if spec.task else []
+    task = with_context(spec.task, spec.context) if spec.task else ""
+    task_message = [{"role": "user", "content": task}] if task else []
     on_progress = relay.reporter(spec.trace_id, spec.mode) if relay is not None else None
     try:
         if spec.existing:
             config = RunConfig(
                 trace_id=spec.trace_id,
                 agent_type=spec.agent_type,
-                tools=child_tool_names(runner, spec.agent_type),
+                tools=child_tool_names(runner, spec.agent_type, spec.mode),
                 on_progress=on_progress,
             )
             result = runner.run_result([*spec.messages, *task_message], config)
@@ -262,7 +296,7 @@ def run_child(
                 model=parent.model,
                 agent_type=spec.agent_type,
                 skills=spec.skills,
-                tools=child_tool_names(runner, spec.agent_type),
+                tools=child_tool_names(runner, spec.agent_type, spec.mode),
                 name=spec.name[:200],
                 uid=parent.uid,
                 owner_id=parent.owner_id,
@@ -270,7 +304,11 @@ def run_child(
                 parent_goal_id=goal_id,
                 new_trace_id=spec.trace_id,
                 confirm_policy=child_confirm_policy(parent),
-                context={"agent_call_mode": spec.mode, "parent_tool_call_id": tool_call_id},
+                context={
+                    "agent_call_mode": spec.mode,
+                    "parent_tool_call_id": tool_call_id,
+                    **({"call_context": spec.context} if spec.context else {}),
+                },
                 on_progress=on_progress,
             )
             result = runner.run_result([*spec.messages, *task_message], config)
@@ -278,8 +316,9 @@ def run_child(
         return ChildOutcome(spec.trace_id, TraceStatus.FAILED, error=str(exc))
     except Exception as exc:  # a child's crash is the parent tool's error, not the parent's end
         return ChildOutcome(spec.trace_id, TraceStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
-    if spec.messages and not spec.existing:
-        # the trace's task is its first user message, which preloaded context took
+    if (spec.messages or spec.context) and not spec.existing:
+        # the trace's task is its first user message (preloaded context or the caller's
+        # `context` block changed what it reads)
         Trace.objects.filter(pk=result.trace_id).update(task=spec.task)
     after = Trace.objects.filter(pk=result.trace_id).first()
     return ChildOutcome(
