@@ -180,6 +180,13 @@ AGENT_MAX_ITERATIONS = env_int("AGENT_MAX_ITERATIONS", 200, minimum=1)
 AGENT_CONTEXT_EVERY = env_int("AGENT_CONTEXT_EVERY", 10, minimum=1)
 AGENT_WORKSPACE_ROOT = Path(env_str("AGENT_WORKSPACE_ROOT") or str(BASE_DIR / "workspaces"))
 AGENT_TOOL_TIMEOUT = env_float("AGENT_TOOL_TIMEOUT", 60.0, minimum=0.1)
+# Read-only calls of one reply run at once, at most this many (1 = one at a time).
+AGENT_PARALLEL_TOOLS = env_int("AGENT_PARALLEL_TOOLS", 4, minimum=1)
+# A sub-agent's parent hears a subagent_checkpoint every this many child rounds (seed 002: 8; 0 = never).
+AGENT_SUBAGENT_CHECKPOINT_ROUNDS = env_int("AGENT_SUBAGENT_CHECKPOINT_ROUNDS", 8, minimum=0)
+# query_subagent_status (seed 002): asks per parent turn, and the seconds between two.
+AGENT_STATUS_QUERY_BUDGET_PER_TURN = env_int("AGENT_STATUS_QUERY_BUDGET_PER_TURN", 2, minimum=0)
+AGENT_STATUS_QUERY_COOLDOWN_SECONDS = env_float("AGENT_STATUS_QUERY_COOLDOWN_SECONDS", 8.0, minimum=0.0)
 # L5 images and PDF pages in messages (traces/media/): bytes are stored once, by
 # sha256, under AGENT_MEDIA_ROOT (shared by the web and worker processes, like the
 # workspaces); messages keep a reference. Limits are on decoded bytes.

@@ -79,6 +79,11 @@ class Reply:
     - `headers`: extra response headers (e.g. {"retry-after": "1"}).
     - `raw`: answer with exactly this body (malformed-reply tests).
     - `prompt_tokens` / `completion_tokens`: override the estimated usage.
+    - `reasoning`: a reasoning model's thinking, sent as DeepSeek sends it on
+      /v1/chat/completions (`reasoning_content` on the message, or streamed in
+      `reasoning_content` deltas before the text) and as Anthropic thinking blocks
+      on /v1/messages; counted in the completion tokens and reported as
+      `completion_tokens_details.reasoning_tokens`.
     """
 
     text: str | None = None
@@ -93,6 +98,7 @@ class Reply:
     raw: str | bytes | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    reasoning: str | None = None
 
     @property
     def is_error(self) -> bool:
@@ -101,9 +107,14 @@ class Reply:
     def content_chunks(self) -> list[str]:
         if self.chunks is not None:
             return list(self.chunks)
-        if not self.text:
-            return []
-        return re.findall(r"\s*\S+\s*|\s+", self.text) or [self.text]
+        return _words(self.text or "")
+
+
+def _words(text: str) -> list[str]:
+    """`text` in streamed pieces, a word (with its spaces) each."""
+    if not text:
+        return []
+    return re.findall(r"\s*\S+\s*|\s+", text) or [text]
 
 
 ReplyScript = Reply | str | Callable[[dict[str, Any]], "Reply | str"]
@@ -176,7 +187,7 @@ def prompt_tokens_for(body: dict[str, Any]) -> int:
 
 def completion_tokens_for(reply: Reply) -> int:
     """Estimated completion tokens of a reply: its text plus tool names and arguments."""
-    text = reply.text or ""
+    text = (reply.text or "") + (reply.reasoning or "")
     for call in reply.tool_calls:
         text += call.name + call.arguments_json()
     return estimate_tokens(text)
@@ -238,7 +249,14 @@ class _OpenAIFormat:
 
     def _usage(self) -> dict[str, int]:
         prompt, completion = self.usage["prompt_tokens"], self.usage["completion_tokens"]
-        return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+        usage: dict[str, Any] = {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        }
+        if self.reply.reasoning:
+            usage["completion_tokens_details"] = {"reasoning_tokens": estimate_tokens(self.reply.reasoning)}
+        return usage
 
     def _tool_call(self, call_id: str, call: ToolCall) -> dict[str, Any]:
         return {
@@ -249,6 +267,8 @@ class _OpenAIFormat:
 
     def body(self) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": self.reply.text, "refusal": None}
+        if self.reply.reasoning:
+            message["reasoning_content"] = self.reply.reasoning
         if self.calls:
             message["tool_calls"] = [self._tool_call(call_id, call) for call_id, call in self.calls]
         return {
@@ -286,6 +306,8 @@ class _OpenAIFormat:
             return f"data: {json.dumps(payload)}\n\n"
 
         yield data(self._chunk({"role": "assistant", "content": "", "refusal": None}, None, include_usage))
+        for piece in _words(self.reply.reasoning or ""):
+            yield data(self._chunk({"reasoning_content": piece}, None, include_usage))
         for piece in self.reply.content_chunks():
             yield data(self._chunk({"content": piece}, None, include_usage))
         for index, (call_id, call) in enumerate(self.calls):
@@ -321,6 +343,7 @@ class _AnthropicFormat:
     def __init__(self, model: str, reply: Reply, calls: list[tuple[str, ToolCall]], usage: dict[str, int]):
         self.model, self.reply, self.calls, self.usage = model, reply, calls, usage
         self.id = _random_id("msg_01", 22)
+        self.signature = _random_id("sig_", 32)
 
     def _stop_reason(self) -> str:
         reason = _finish_reason(self.reply)
@@ -328,6 +351,10 @@ class _AnthropicFormat:
 
     def body(self) -> dict[str, Any]:
         content: list[dict[str, Any]] = []
+        if self.reply.reasoning:
+            content.append(
+                {"type": "thinking", "thinking": self.reply.reasoning, "signature": self.signature}
+            )
         if self.reply.text:
             content.append({"type": "text", "text": self.reply.text})
         for call_id, call in self.calls:
@@ -356,6 +383,16 @@ class _AnthropicFormat:
         start["usage"] = {"input_tokens": self.usage["prompt_tokens"], "output_tokens": 1}
         yield event("message_start", {"message": start})
         index = 0
+        if self.reply.reasoning:
+            block = {"type": "thinking", "thinking": "", "signature": ""}
+            yield event("content_block_start", {"index": index, "content_block": block})
+            for piece in _words(self.reply.reasoning):
+                delta = {"type": "thinking_delta", "thinking": piece}
+                yield event("content_block_delta", {"index": index, "delta": delta})
+            delta = {"type": "signature_delta", "signature": self.signature}
+            yield event("content_block_delta", {"index": index, "delta": delta})
+            yield event("content_block_stop", {"index": index})
+            index += 1
         if self.reply.text:
             yield event(
                 "content_block_start", {"index": index, "content_block": {"type": "text", "text": ""}}

@@ -33,9 +33,9 @@ class TracesConfig(AppConfig):
 
     def _extend_runs(self) -> None:
         """Collaboration and notifications plug into every run (the runner imports neither)."""
+        from traces.collaboration.healing import healed_result
         from traces.collaboration.inbox import inbox_context_hook
         from traces.collaboration.remote import remote_agents_context_hook
-        from traces.collaboration.subtraces import healed_result
         from traces.notifications import notify_run_ended
         from traces.runner.extensions import extensions
 

@@ -406,6 +406,7 @@ class GoalTree:
             "left_open": goal.left_open or None,
             "summary": goal.summary,
             "sub_trace_ids": goal.sub_trace_ids,
+            "sub_trace_metadata": goal.sub_trace_metadata,
             "agent_call_mode": goal.agent_call_mode,
             "self_stats": _stats(goal.self_stats),
             "cumulative_stats": _stats(goal.cumulative_stats),

@@ -75,6 +75,10 @@ class LLMResponse:
     duration_ms: int = 0
     model: str | None = None
     streamed: bool = False
+    # A reasoning model's thinking (litellm's `reasoning_content`: DeepSeek's field,
+    # Anthropic's thinking blocks): stored on the message, never sent back.
+    reasoning: str | None = None
+    reasoning_tokens: int | None = None
 
     def message_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"role": "assistant", "content": self.content}
@@ -145,6 +149,18 @@ def _tool_calls(message: Any) -> list[dict[str, Any]]:
             }
         )
     return calls
+
+
+def _reasoning(message: Any) -> str | None:
+    text = getattr(message, "reasoning_content", None)
+    return text if isinstance(text, str) and text else None
+
+
+def _reasoning_tokens(response: Any) -> int | None:
+    """The provider's count of reasoning tokens (part of the completion tokens), if it gave one."""
+    details = getattr(getattr(response, "usage", None), "completion_tokens_details", None)
+    value = getattr(details, "reasoning_tokens", None)
+    return int(value) if isinstance(value, int) and value > 0 else None
 
 
 def _usage(response: Any) -> tuple[int, int]:
@@ -218,6 +234,8 @@ class LLMClient:
             duration_ms=duration_ms,
             model=getattr(response, "model", None) or model.model,
             streamed=streamed,
+            reasoning=_reasoning(choice.message),
+            reasoning_tokens=_reasoning_tokens(response),
         )
 
     def _with_retries(self, call: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
@@ -250,8 +268,9 @@ class LLMClient:
                 chunks.append(chunk)
                 delta = chunk.choices[0].delta if chunk.choices else None
                 text = getattr(delta, "content", None) if delta is not None else None
-                if on_token is not None and (text or getattr(delta, "tool_calls", None)):
-                    on_token(text or "")  # "" = a tool-call chunk: the stream is alive
+                alive = getattr(delta, "tool_calls", None) or getattr(delta, "reasoning_content", None)
+                if on_token is not None and (text or alive):
+                    on_token(text or "")  # "" = a tool-call or reasoning chunk: the stream is alive
         except Exception as exc:
             if chunks or _retryable(exc):
                 raise  # a busy provider was already retried; a plain call would not fare better

@@ -64,11 +64,19 @@ def _rewrite_id(tool_call_id: str) -> str:
     return "call_" + hashlib.sha1(tool_call_id.encode()).hexdigest()[:24]
 
 
+# A reasoning model's thinking as litellm and the providers spell it on a message:
+# DeepSeek answers 400 to a request that carries it back, so no request does.
+REASONING_KEYS = frozenset({"reasoning_content", "thinking_blocks", "reasoning"})
+
+
 def normalized_message(message: dict[str, Any], provider: str) -> dict[str, Any]:
-    """`message` with the tool_call ids `provider` would reject rewritten; itself when all fit.
+    """`message` with the tool_call ids `provider` would reject rewritten and any
+    reasoning left out; itself when nothing changes.
 
     An id's fate depends on the id alone, so a call and its result, rewritten
     apart, still match."""
+    if not REASONING_KEYS.isdisjoint(message):
+        message = {key: value for key, value in message.items() if key not in REASONING_KEYS}
     calls = message.get("tool_calls")
     if calls:
         if all(_id_ok(str(c.get("id", "")), provider) for c in calls):

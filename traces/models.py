@@ -181,6 +181,10 @@ class Message(models.Model):
     cost = models.FloatField(blank=True, null=True)
     duration_ms = models.IntegerField(blank=True, null=True)
     finish_reason = models.CharField(max_length=40, blank=True, null=True)
+    # A reasoning model's thinking (seed 003 Step `reasoning`): shown folded in the
+    # portal, never part of `to_llm_dict` (providers reject it sent back).
+    reasoning = models.TextField(blank=True, default="")
+    reasoning_tokens = models.IntegerField(blank=True, null=True)  # part of completion_tokens
     # What kind of message this is beyond its role: "context" injections,
     # "healed" synthetic tool results, "summary" of a compaction, ...
     kind = models.CharField(max_length=20, blank=True, default=MessageKind.PLAIN, choices=MessageKind.choices)

@@ -302,6 +302,7 @@ def test_under_ask_risky_bash_asks_only_for_commands_matching_a_risk_rule(
     responses = TraceEvent.objects.filter(trace_id=first.trace_id, type="confirm_response")
     let_through = [e.payload for e in responses if e.payload["tool_call_id"] != approval.tool_call_id]
     assert len(let_through) == 1 and let_through[0]["scope"] == "run"
+    assert [e.payload["approved"] for e in responses] == [True, True]  # seed 002's boolean
     assert let_through[0]["approval_id"] == approval.pk
     assert "approved_tools" not in trace.context  # it ended with the run
 

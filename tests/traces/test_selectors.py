@@ -90,6 +90,8 @@ def branched() -> Trace:
                 "cost": 0.000123,
                 "duration_ms": 840,
                 "finish_reason": "tool_calls",
+                "reasoning": "First read it — 世界 \u2028 then answer.",
+                "reasoning_tokens": 9,
                 "description": "reads a.txt",
                 "created_at": datetime(2026, 3, 29, 3, 30, 6, 999999, tzinfo=timezone(timedelta(hours=2))),
             },

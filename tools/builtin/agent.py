@@ -7,7 +7,7 @@ from typing import Any
 
 from memory.presets import UnknownPreset, get_preset
 from tools.registry import tool
-from traces.collaboration import humans, remote, subtraces
+from traces.collaboration import humans, progress, remote, subtraces
 from traces.collaboration.subtraces import ChildOutcome, ChildSpec
 from traces.models import Trace, TraceStatus
 from traces.runner.tool_api import ToolContext, ToolError, ToolResult
@@ -24,6 +24,7 @@ def agent(
     agent_type: str = "",
     skills: list[str] | None = None,
     agent_url: str = "",
+    context: dict[str, Any] | None = None,
 ) -> ToolResult:
     """Hand work to sub-agents, each a full trace you can inspect and resume.
 
@@ -46,23 +47,31 @@ def agent(
         agent_type: Preset of the sub-agent (e.g. explore, analyst); default: default for delegate, explore for lists.
         skills: Skills to put into the sub-agent's system prompt (overrides the preset's).
         agent_url: URL of a remote (A2A) agent to run the task on.
+        context: Optional names and values the sub-agent(s) should know (ids, paths, constraints), kept on the sub-trace.
     """
+    try:
+        extra = subtraces.check_context(context)
+    except ValueError as exc:
+        raise ToolError(str(exc)) from None
     if isinstance(task, list) and messages and all(isinstance(m, list) for m in messages):
         if len(messages) != len(task):
             raise ToolError(f"one list of messages per task: got {len(messages)} lists for {len(task)} tasks")
         if continue_from or agent_url:
             raise ToolError("continue_from and agent_url work with one task (a string), not a list")
-        return _explore(ctx, task, [_check_messages(m) for m in messages], agent_type or "explore", skills)
+        return _explore(
+            ctx, task, [_check_messages(m) for m in messages], agent_type or "explore", skills, extra
+        )
     preloaded = _check_messages(messages)
     if agent_url or remote.is_remote_id(continue_from):
-        return _remote(ctx, task, preloaded, continue_from, agent_type, agent_url)
+        sent = subtraces.with_context(task, extra) if isinstance(task, str) else task
+        return _remote(ctx, sent, preloaded, continue_from, agent_type, agent_url)
     if isinstance(task, list):
         if continue_from:
             raise ToolError("continue_from works with one task (a string), not a list")
-        return _explore(ctx, task, [preloaded] * len(task), agent_type or "explore", skills)
+        return _explore(ctx, task, [preloaded] * len(task), agent_type or "explore", skills, extra)
     if not isinstance(task, str) or not task.strip():
         raise ToolError("task must be a non-empty string or a list of strings")
-    return _delegate(ctx, task, preloaded, continue_from, agent_type or "", skills)
+    return _delegate(ctx, task, preloaded, continue_from, agent_type or "", skills, extra)
 
 
 def waiting_result(outcomes: list[ChildOutcome], mode: str) -> ToolResult | None:
@@ -110,6 +119,7 @@ def _start(ctx: ToolContext, mode: str, ids: list[str], tasks: list[str], goal_i
                 "sub_trace_started",
                 {"sub_trace_id": sub_id, "mode": mode, "task": task[:500], "goal_id": goal_id},
             )
+            progress.subagent_started(store, sub_id, mode, task, goal_id)
     if store is not None:
         store.commit()  # the portal sees the children running while they run
 
@@ -124,6 +134,7 @@ def _finish(ctx: ToolContext, mode: str, goal: Any, outcomes: list[ChildOutcome]
         subtraces.collaborator_upsert(trace, _collaborator(outcome.trace_id, task, mode, status, summary))
         if store is None:
             continue
+        progress.subagent_ended(store, mode, outcome)
         if outcome.status == TraceStatus.WAITING:
             store.emit("subagent_waiting", {"mode": mode, **outcome.as_dict(), "reason": "approval"})
         elif outcome.paused:  # seed 002: the parent hears that its child paused at the step limit
@@ -151,6 +162,7 @@ def _delegate(
     continue_from: str,
     agent_type: str,
     skills: list[str] | None,
+    extra: dict[str, Any] | None = None,
 ) -> ToolResult:
     parent = ctx.trace
     noted = subtraces.noted_children(parent, ctx.tool_call_id)
@@ -170,6 +182,7 @@ def _delegate(
             previous.agent_type or "default",
             mode="delegate",
             existing=True,
+            context=extra,
         )
     else:
         kind = _preset(agent_type or "default")
@@ -180,12 +193,14 @@ def _delegate(
             kind,
             skills,
             name=f"delegate: {' '.join(task.split())[:60]}",
+            context=extra,
         )
     goal = subtraces.calling_goal(ctx.goal_tree, ctx.goal_id, task)
     goal_id = goal.goal_id if goal is not None else None
     _start(ctx, "delegate", [spec.trace_id], [task], goal_id)
     with subtraces.stop_cascade(parent.trace_id, [spec.trace_id]):
-        outcome = subtraces.run_child(ctx.runner, parent, goal_id, spec, ctx.tool_call_id)
+        relay = progress.ProgressRelay(ctx.store)
+        outcome = subtraces.run_child(ctx.runner, parent, goal_id, spec, ctx.tool_call_id, relay)
     _finish(ctx, "delegate", goal, [outcome], [task])
     return waiting_result([outcome], "delegate") or _result("delegate", [outcome], [task])
 
@@ -196,6 +211,7 @@ def _explore(
     messages: list[list[dict[str, Any]]],
     agent_type: str,
     skills: list[str] | None,
+    extra: dict[str, Any] | None = None,
 ) -> ToolResult:
     if not all(isinstance(t, str) and t.strip() for t in tasks):
         raise ToolError("every task of the list must be a non-empty string")
@@ -215,6 +231,7 @@ def _explore(
             skills,
             name=f"explore {index}: {' '.join(task.split())[:60]}",
             mode="explore",
+            context=extra,
         )
         for index, (task, task_messages) in enumerate(zip(tasks, messages, strict=True), start=1)
     ]
@@ -224,7 +241,10 @@ def _explore(
     goal_id = goal.goal_id if goal is not None else None
     _start(ctx, "explore", [s.trace_id for s in specs], tasks, goal_id)
     with subtraces.stop_cascade(parent.trace_id, [s.trace_id for s in specs]):
-        outcomes = subtraces.run_children_concurrently(ctx.runner, parent, goal_id, specs, ctx.tool_call_id)
+        relay = progress.ProgressRelay(ctx.store)
+        outcomes = subtraces.run_children_concurrently(
+            ctx.runner, parent, goal_id, specs, ctx.tool_call_id, relay
+        )
     _finish(ctx, "explore", goal, outcomes, tasks)
     return waiting_result(outcomes, "explore") or _result("explore", outcomes, tasks)
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from tools.builtin.agent import waiting_result
 from tools.registry import tool
-from traces.collaboration import subtraces
+from traces.collaboration import progress, subtraces
 from traces.collaboration.subtraces import ChildSpec
 from traces.goal_tree import GoalError
 from traces.models import Trace
@@ -33,6 +33,7 @@ def evaluate(
     result: str = "",
     messages: list[dict[str, Any]] | None = None,
     continue_from: str = "",
+    context: dict[str, Any] | None = None,
 ) -> ToolResult:
     """Have an independent read-only reviewer judge whether a goal of your plan was achieved.
 
@@ -45,7 +46,12 @@ def evaluate(
         result: What was produced for the goal (text, file names, findings).
         messages: Optional extra context messages (OpenAI format) for the reviewer.
         continue_from: Id of an earlier evaluate sub-trace to ask again (it keeps its history).
+        context: Optional names and values the reviewer should know (criteria, paths), kept on the sub-trace.
     """
+    try:
+        call_context = subtraces.check_context(context)
+    except ValueError as exc:
+        raise ToolError(str(exc)) from None
     tree = ctx.goal_tree
     if tree is None:
         raise ToolError("this run has no plan to evaluate against")
@@ -73,7 +79,13 @@ def evaluate(
         if child is None:
             raise ToolError(f"no sub-trace {continue_from!r} of this trace to continue")
         spec = ChildSpec(
-            child.trace_id, task, extra, child.agent_type or "explore", mode="evaluate", existing=True
+            child.trace_id,
+            task,
+            extra,
+            child.agent_type or "explore",
+            mode="evaluate",
+            existing=True,
+            context=call_context,
         )
     else:
         spec = ChildSpec(
@@ -83,6 +95,7 @@ def evaluate(
             "explore",
             name=f"evaluate: {target.description[:60]}",
             mode="evaluate",
+            context=call_context,
         )
     goal = subtraces.calling_goal(tree, ctx.goal_id, f"Evaluate: {target.description}")
     goal_id = goal.goal_id if goal is not None else None
@@ -103,8 +116,11 @@ def evaluate(
         store.emit(
             "sub_trace_started", {"sub_trace_id": spec.trace_id, "mode": "evaluate", "goal_id": goal_id}
         )
+        progress.subagent_started(store, spec.trace_id, "evaluate", target.description, goal_id)
         store.commit()
-    outcome = subtraces.run_child(ctx.runner, parent, goal_id, spec, ctx.tool_call_id)
+    relay = progress.ProgressRelay(store)
+    with subtraces.stop_cascade(parent.trace_id, [spec.trace_id]):  # R5: a stop reaches the reviewer too
+        outcome = subtraces.run_child(ctx.runner, parent, goal_id, spec, ctx.tool_call_id, relay)
     waiting = waiting_result([outcome], "evaluate")
     if waiting is not None:
         return waiting
@@ -122,6 +138,7 @@ def evaluate(
         store.emit(
             "sub_trace_completed", {"mode": "evaluate", **outcome.as_dict(), "verdict": judgement["verdict"]}
         )
+        progress.subagent_ended(store, "evaluate", outcome, verdict=judgement["verdict"])
     data = {
         "target_goal": tree.display_ids().get(target.goal_id),
         **judgement,

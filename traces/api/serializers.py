@@ -81,6 +81,8 @@ class GoalSerializer(serializers.Serializer):
     )
     summary = serializers.CharField(allow_null=True)
     sub_trace_ids = serializers.ListField(child=serializers.CharField(), allow_null=True)
+    # per sub-trace: task, status, summary, mode (and remote) — seed 004 Goal.sub_trace_metadata
+    sub_trace_metadata = serializers.DictField(child=serializers.DictField(), allow_null=True)
     agent_call_mode = serializers.CharField(allow_null=True)
     self_stats = serializers.DictField()
     cumulative_stats = serializers.DictField()
@@ -156,6 +158,8 @@ class MessageSerializer(serializers.ModelSerializer):
             "cost",
             "duration_ms",
             "finish_reason",
+            "reasoning",
+            "reasoning_tokens",
             "created_at",
         ]
         read_only_fields = fields

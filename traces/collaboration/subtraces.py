@@ -9,8 +9,9 @@ that starts children (running in the parent's thread, `inline`) also:
   mode and their figures in its cumulative stats (`mark_agent_call`);
 - keeps `parent.context["collaborators"]` current (`collaborator_upsert`);
 - notes which children a tool call started in `parent.context["sub_trace_calls"]`,
-  so an interrupted call heals with their ids (`healed_result`, R6);
-- emits `sub_trace_started` / `sub_trace_completed` on the parent.
+  so an interrupted call heals with their ids (`traces/collaboration/healing.py:healed_result`, R6);
+- emits `sub_trace_started` / `sub_trace_completed` on the parent, and seed 002's
+  `subagent_*` progress events (`traces/collaboration/progress.py`).
 
 Explore children run truly concurrently, one thread and one database connection
 each. Children never get agent, evaluate or ask_human (no recursion, and no
@@ -33,12 +34,12 @@ from django.db import DatabaseError, connections
 from django.utils import timezone
 
 from memory.presets import get_preset
+from traces.collaboration.progress import ProgressRelay
 from traces.goal_tree import GoalTree
 from traces.models import Goal, Trace, TraceStatus
 from traces.runner import AgentRunner, RunConfig, RunError
 from traces.runner.config import STEP_LIMIT_PREFIX
 from traces.runner.store import trace_request_stop
-from traces.runner.tool_call import ToolCall
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +59,7 @@ class ChildSpec:
     name: str = ""
     mode: str = "delegate"
     existing: bool = False
+    context: dict[str, Any] | None = None  # the caller's `context` (seed 004 agent/evaluate)
 
 
 @dataclass
@@ -201,11 +203,20 @@ def figures(trace: Trace | None) -> dict[str, Any]:
 # --- running children ----------------------------------------------------------------
 
 
-def child_tool_names(runner: Any, agent_type: str) -> list[str]:
-    """The preset's tools minus the ones a child never gets (no recursion)."""
+READ_ONLY_MODES = ("explore", "evaluate")
+
+
+def child_tool_names(runner: Any, agent_type: str, mode: str = "delegate") -> list[str]:
+    """The preset's tools minus the ones a child never gets (no recursion); explore and
+    evaluate children get only read-only ones, whatever preset `agent_type` names."""
     preset = get_preset(agent_type)
     offered = runner.tool_registry.select(allowed=preset.allowed_tools, denied=preset.denied_tools)
-    return [t.name for t in offered if t.name not in NO_RECURSION]
+    read_only = mode in READ_ONLY_MODES
+    return [
+        t.name
+        for t in offered
+        if t.name not in NO_RECURSION and (not read_only or (t.read_only and t.risk == "safe"))
+    ]
 
 
 def child_confirm_policy(parent: Trace) -> str | None:
@@ -223,12 +234,39 @@ def noted_children(trace: Trace, tool_call_id: str | None) -> list[str]:
     return list(noted.get("sub_trace_ids") or [])
 
 
+CONTEXT_LIMIT = 8_000  # characters of a call's `context` as JSON
+
+
+def check_context(context: Any) -> dict[str, Any] | None:
+    """The `context` argument of agent/evaluate: a JSON object of modest size, or None."""
+    if context is None or context == {}:
+        return None
+    if not isinstance(context, dict):
+        raise ValueError("context must be an object of names and values")
+    if len(json.dumps(context, ensure_ascii=False, default=str)) > CONTEXT_LIMIT:
+        raise ValueError(f"context is too large (at most {CONTEXT_LIMIT} characters as JSON)")
+    return context
+
+
+def with_context(task: str, context: dict[str, Any] | None) -> str:
+    """The task as the child reads it: the caller's context follows it as a JSON block."""
+    if not context:
+        return task
+    block = json.dumps(context, ensure_ascii=False, indent=2, default=str)
+    return f"{task}\n\n## Context from the caller\n\n```json\n{block}\n```"
+
+
 def outcome_of(child: Trace) -> ChildOutcome:
     return ChildOutcome(child.trace_id, child.status, summary=child.result_summary, error=child.error_message)
 
 
 def run_child(
-    runner: Any, parent: Trace, goal_id: str | None, spec: ChildSpec, tool_call_id: str | None
+    runner: Any,
+    parent: Trace,
+    goal_id: str | None,
+    spec: ChildSpec,
+    tool_call_id: str | None,
+    relay: ProgressRelay | None = None,
 ) -> ChildOutcome:
     """Run one child to its end with `runner` (in the calling thread).
 
@@ -241,13 +279,16 @@ def run_child(
         if child.status != TraceStatus.WAITING:
             return outcome_of(child)
     before = figures(Trace.objects.filter(pk=spec.trace_id).first()) if spec.existing else {}
-    task_message = [{"role": "user", "content": spec.task}] if spec.task else []
+    task = with_context(spec.task, spec.context) if spec.task else ""
+    task_message = [{"role": "user", "content": task}] if task else []
+    on_progress = relay.reporter(spec.trace_id, spec.mode) if relay is not None else None
     try:
         if spec.existing:
             config = RunConfig(
                 trace_id=spec.trace_id,
                 agent_type=spec.agent_type,
-                tools=child_tool_names(runner, spec.agent_type),
+                tools=child_tool_names(runner, spec.agent_type, spec.mode),
+                on_progress=on_progress,
             )
             result = runner.run_result([*spec.messages, *task_message], config)
         else:
@@ -255,7 +296,7 @@ def run_child(
                 model=parent.model,
                 agent_type=spec.agent_type,
                 skills=spec.skills,
-                tools=child_tool_names(runner, spec.agent_type),
+                tools=child_tool_names(runner, spec.agent_type, spec.mode),
                 name=spec.name[:200],
                 uid=parent.uid,
                 owner_id=parent.owner_id,
@@ -263,15 +304,21 @@ def run_child(
                 parent_goal_id=goal_id,
                 new_trace_id=spec.trace_id,
                 confirm_policy=child_confirm_policy(parent),
-                context={"agent_call_mode": spec.mode, "parent_tool_call_id": tool_call_id},
+                context={
+                    "agent_call_mode": spec.mode,
+                    "parent_tool_call_id": tool_call_id,
+                    **({"call_context": spec.context} if spec.context else {}),
+                },
+                on_progress=on_progress,
             )
             result = runner.run_result([*spec.messages, *task_message], config)
     except RunError as exc:
         return ChildOutcome(spec.trace_id, TraceStatus.FAILED, error=str(exc))
     except Exception as exc:  # a child's crash is the parent tool's error, not the parent's end
         return ChildOutcome(spec.trace_id, TraceStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
-    if spec.messages and not spec.existing:
-        # the trace's task is its first user message, which preloaded context took
+    if (spec.messages or spec.context) and not spec.existing:
+        # the trace's task is its first user message (preloaded context or the caller's
+        # `context` block changed what it reads)
         Trace.objects.filter(pk=result.trace_id).update(task=spec.task)
     after = Trace.objects.filter(pk=result.trace_id).first()
     return ChildOutcome(
@@ -284,9 +331,15 @@ def run_child(
 
 
 def run_children_concurrently(
-    runner: Any, parent: Trace, goal_id: str | None, specs: list[ChildSpec], tool_call_id: str | None
+    runner: Any,
+    parent: Trace,
+    goal_id: str | None,
+    specs: list[ChildSpec],
+    tool_call_id: str | None,
+    relay: ProgressRelay | None = None,
 ) -> list[ChildOutcome]:
-    """Explore: every child in its own thread, with its own runner and database connection."""
+    """Explore: every child in its own thread, with its own runner and database connection;
+    meanwhile this (the parent's) thread passes their progress on (`relay.drain`)."""
 
     def one(spec: ChildSpec) -> ChildOutcome:
         child_runner = AgentRunner(
@@ -297,13 +350,19 @@ def run_children_concurrently(
             hooks=runner.hooks,
         )
         try:
-            return run_child(child_runner, parent, goal_id, spec, tool_call_id)
+            return run_child(child_runner, parent, goal_id, spec, tool_call_id, relay)
         finally:
             child_runner.close()
             connections.close_all()  # this thread's connections only
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=len(specs), thread_name_prefix="explore") as pool:
-        return list(pool.map(one, specs))
+        futures = [pool.submit(one, spec) for spec in specs]
+        pending = set(futures)
+        while pending:
+            _, pending = concurrent.futures.wait(pending, timeout=settings.AGENT_STOP_POLL_SECONDS)
+            if relay is not None:
+                relay.drain()
+        return [future.result() for future in futures]
 
 
 @contextlib.contextmanager
@@ -337,54 +396,3 @@ def stop_cascade(parent_id: str, child_ids: list[str]) -> Iterator[None]:
     finally:
         done.set()
         thread.join(timeout=5)
-
-
-# --- healing (R6) ---------------------------------------------------------------------
-
-
-def healed_result(trace: Trace, call: dict[str, Any]) -> str | None:
-    """The structured interruption note of an agent/evaluate call, or None for other tools."""
-    name = ToolCall.of(call).name
-    if name not in ("agent", "evaluate"):
-        return None
-    noted = ((trace.context or {}).get("sub_trace_calls") or {}).get(call.get("id") or "") or {}
-    ids = list(noted.get("sub_trace_ids") or [])
-    children = {t.trace_id: t for t in Trace.objects.filter(pk__in=ids)}
-    entries = []
-    for sub_id in ids:
-        child = children.get(sub_id)
-        entries.append(
-            {
-                "sub_trace_id": sub_id,
-                "sub_trace_status": child.status if child else "unknown",
-                "stats": {
-                    "messages": child.total_messages,
-                    "tokens": child.total_tokens,
-                    "cost": child.total_cost,
-                }
-                if child
-                else {},
-                "continue_from": f"{name}(..., continue_from={sub_id!r})"
-                if name == "evaluate"
-                else f"agent(task='<what to do next>', continue_from={sub_id!r})",
-            }
-        )
-    body: dict[str, Any] = {
-        "status": "interrupted",
-        "tool": name,
-        "mode": noted.get("mode"),
-        "note": (
-            "This call was interrupted (the run stopped or its worker died) before it returned. "
-            + (
-                "Its sub-traces are kept: resume one with continue_from (it keeps its history), "
-                "or call again from scratch."
-                if ids
-                else "No sub-trace was started yet; call it again if still needed."
-            )
-        ),
-    }
-    if len(entries) == 1:
-        body.update(entries[0])
-    elif entries:
-        body["sub_traces"] = entries
-    return json.dumps(body, ensure_ascii=False, indent=2)

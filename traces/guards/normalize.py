@@ -74,7 +74,10 @@ def normalize_response(response: LLMResponse, offered: set[str]) -> LLMResponse:
     # run, and the approvals that record them, are the calls as stored; the text
     # becomes the trace's result.
     response = replace(
-        response, content=without_nul(response.content), tool_calls=without_nul(response.tool_calls)
+        response,
+        content=without_nul(response.content),
+        tool_calls=without_nul(response.tool_calls),
+        reasoning=without_nul(response.reasoning),
     )
     calls = [
         c

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 from django.conf import settings
@@ -19,8 +19,9 @@ from traces.guards.confirm import (
 from traces.guards.loop_detection import LoopVerdict
 from traces.models import Message, MessageKind, TraceStatus
 from traces.runner.base import RunnerBase
-from traces.runner.extensions import extensions
+from traces.runner.extensions import Tool, extensions
 from traces.runner.history import new_message
+from traces.runner.parallel import Batch, may_share_a_batch
 from traces.runner.state import RunState
 from traces.runner.tool_api import ToolContext, ToolResult
 from traces.runner.tool_call import ToolCall
@@ -40,38 +41,131 @@ class ToolCalls(RunnerBase):
     def _execute_calls(
         self, run: RunState, calls: list[dict[str, Any]], message_sequence: int
     ) -> Iterator[Message]:
+        """The reply's calls in order; consecutive read-only ones run at once (`_run_batch`)."""
         run.loop_verdict = None
         images: list[dict[str, Any]] = []
+        batch: list[dict[str, Any]] = []
         for call in calls:
-            if self._stopping(run):
-                # Unanswered calls are healed when the trace is next loaded (R6).
-                self._finish(run, TraceStatus.STOPPED)
+            decision = None
+            if may_share_a_batch(self._offered_tool(run, call)):
+                decision = self._gate(run, call, message_sequence) if run.gated else None
+                if decision is None or decision.action == "execute":
+                    batch.append(decision.call if decision else call)
+                    continue
+            if not (yield from self._run_batch(run, batch, images)):
                 return
-            denial = None
-            if run.gated:
-                decision = self._gate(run, call, message_sequence)
-                if decision.action == "wait":
-                    extensions.observe("waiting", run, "approval", ToolCall.of(call).name)
-                    self._finish(run, TraceStatus.WAITING)  # no worker is held while an expert decides
-                    return
-                call = decision.call
-                if decision.action == "deny":
-                    note = decision.approval.decision_note if decision.approval else ""
-                    denial = ToolResult(
-                        title="Denied",
-                        output=f"An expert denied this call.{' Reason: ' + note if note else ''}",
-                        is_error=True,
-                    )
-            message = self._execute_call(run, call, forced=denial, images=images)
-            if message is None:
-                extensions.observe("waiting", run, "tool", ToolCall.of(call).name)
-                self._finish(run, TraceStatus.WAITING)  # a tool waits for a human (ask_human, S3)
+            batch = []
+            if not (yield from self._one_call(run, call, message_sequence, images, decision)):
                 return
-            yield message
+        if not (yield from self._run_batch(run, batch, images)):
+            return
         if images:  # after the step's last result: tool results must follow their calls unbroken
             yield self._images_message(run, images)
         if run.loop_verdict is not None:
             yield from self._on_loop(run, run.loop_verdict)
+
+    def _offered_tool(self, run: RunState, call: dict[str, Any]) -> Tool | None:
+        name = ToolCall.of(call).name
+        return self.tool_registry.get(name) if name in run.offered else None
+
+    def _one_call(
+        self,
+        run: RunState,
+        call: dict[str, Any],
+        message_sequence: int,
+        images: list[dict[str, Any]],
+        decision: GateDecision | None = None,
+    ) -> Generator[Message, None, bool]:
+        """One call through the gate, run alone; returns whether the step goes on."""
+        if self._stopping(run):
+            # Unanswered calls are healed when the trace is next loaded (R6).
+            self._finish(run, TraceStatus.STOPPED)
+            return False
+        denial = None
+        if decision is None and run.gated:
+            decision = self._gate(run, call, message_sequence)
+        if decision is not None:
+            if decision.action == "wait":
+                extensions.observe("waiting", run, "approval", ToolCall.of(call).name)
+                self._finish(run, TraceStatus.WAITING)  # no worker is held while an expert decides
+                return False
+            call = decision.call
+            if decision.action == "deny":
+                note = decision.approval.decision_note if decision.approval else ""
+                denial = ToolResult(
+                    title="Denied",
+                    output=f"An expert denied this call.{' Reason: ' + note if note else ''}",
+                    is_error=True,
+                )
+        message = self._execute_call(run, call, forced=denial, images=images)
+        if message is None:
+            extensions.observe("waiting", run, "tool", ToolCall.of(call).name)
+            self._finish(run, TraceStatus.WAITING)  # a tool waits for a human (ask_human, S3)
+            return False
+        yield message
+        return True
+
+    def _run_batch(
+        self, run: RunState, calls: list[dict[str, Any]], images: list[dict[str, Any]]
+    ) -> Generator[Message, None, bool]:
+        """Read-only calls (passed by the gate) at once, at most AGENT_PARALLEL_TOOLS;
+        their events, hooks and results in call order in this thread. A stop ends the
+        step at the first unfinished call (the rest heal, R6). Returns whether the step goes on."""
+        if len(calls) < 2:
+            for call in calls:  # alone: exactly the sequential path
+                if not (yield from self._one_call(run, call, 0, images, GateDecision("execute", call))):
+                    return False
+            return True
+        if self._stopping(run):
+            self._finish(run, TraceStatus.STOPPED)
+            return False
+        prepared = [self._start_call(run, call) for call in calls]
+        bodies = [self._body(run, parsed, ctx, forced) for _, parsed, ctx, forced in prepared]
+        batch = Batch(bodies)
+        run.store.emit("tool_batch", {"tool_call_ids": [c.get("id") for c in calls], "size": len(calls)})
+        try:
+            with run.store.keep_alive():
+                for index, (call, parsed, ctx, _) in enumerate(prepared):
+                    result = batch.result(index, lambda: self._stopping(run))
+                    if result is None:
+                        for later, _, _, _ in prepared[index:]:
+                            extensions.observe("tool_ended", run, later, None)
+                        self._finish(run, TraceStatus.STOPPED)
+                        return False
+                    message = self._end_call(run, call, parsed, ctx, result, batch.seconds(index), images)
+                    extensions.observe("tool_ended", run, call, message)
+                    yield message
+        finally:
+            batch.close()
+        return True
+
+    def _start_call(
+        self, run: RunState, call: dict[str, Any]
+    ) -> tuple[dict[str, Any], ToolCall, ToolContext, ToolResult | None]:
+        """A batched call's start in the run's thread: its event, context and the hook's verdict."""
+        parsed = ToolCall.of(call)
+        run.store.emit(
+            "tool_call", {"tool_call_id": call.get("id"), "name": parsed.name, "arguments": parsed.arguments}
+        )
+        ctx = self._context(run, call)
+        extensions.observe("tool_started", run, call, parsed.name)
+        blocked = self.hooks.before_tool_call(run.trace, call) if self.hooks.has("before_tool_call") else None
+        forced = None
+        if blocked:
+            forced = ToolResult(title="Blocked", output=f"This call was blocked: {blocked}", is_error=True)
+        return call, parsed, ctx, forced
+
+    def _body(
+        self, run: RunState, parsed: ToolCall, ctx: ToolContext, forced: ToolResult | None
+    ) -> Callable[[], ToolResult]:
+        def body() -> ToolResult:
+            if forced is not None:
+                return forced
+            return self.tool_registry.execute(
+                parsed.name, parsed.arguments, ctx, offered=run.offered, timeout=settings.AGENT_TOOL_TIMEOUT
+            )
+
+        return body
 
     def _on_loop(self, run: RunState, verdict: LoopVerdict) -> Iterator[Message]:
         """G6: remind the model at warning level; end the run and flag it at critical."""
@@ -117,6 +211,7 @@ class ToolCalls(RunnerBase):
                     "tool_call_id": call.get("id"),
                     "tool": name,
                     "status": "approved",
+                    "approved": True,  # seed 002's boolean
                     "scope": "run",
                     "approval_id": decision.by_run_approval,
                 },
@@ -130,7 +225,8 @@ class ToolCalls(RunnerBase):
                 run.store.emit("confirm_required", approval_payload(approval))
                 run.store.commit()
         elif decision.action != "wait":
-            run.store.emit("confirm_response", approval_payload(approval))
+            payload = approval_payload(approval)
+            run.store.emit("confirm_response", {**payload, "approved": payload["status"] == "approved"})
         return decision
 
     def _images_message(self, run: RunState, images: list[dict[str, Any]]) -> Message:
@@ -148,18 +244,8 @@ class ToolCalls(RunnerBase):
         run.store.commit()
         return message
 
-    def _execute_call(
-        self,
-        run: RunState,
-        call: dict[str, Any],
-        forced: ToolResult | None = None,
-        images: list[dict[str, Any]] | None = None,
-    ) -> Message | None:
-        """Run one call and persist its result; None when the tool suspends the run (the call stays open)."""
-        parsed = ToolCall.of(call)
-        name, arguments = parsed.name, parsed.arguments
-        run.store.emit("tool_call", {"tool_call_id": call.get("id"), "name": name, "arguments": arguments})
-        ctx = ToolContext(
+    def _context(self, run: RunState, call: dict[str, Any]) -> ToolContext:
+        return ToolContext(
             trace=run.trace,
             workspace=run.workspace,
             goal_tree=run.goal_tree,
@@ -173,6 +259,19 @@ class ToolCalls(RunnerBase):
             workspace_writable=run.placement.writable if run.placement else True,
             project=run.placement.project if run.placement else None,
         )
+
+    def _execute_call(
+        self,
+        run: RunState,
+        call: dict[str, Any],
+        forced: ToolResult | None = None,
+        images: list[dict[str, Any]] | None = None,
+    ) -> Message | None:
+        """Run one call and persist its result; None when the tool suspends the run (the call stays open)."""
+        parsed = ToolCall.of(call)
+        name, arguments = parsed.name, parsed.arguments
+        run.store.emit("tool_call", {"tool_call_id": call.get("id"), "name": name, "arguments": arguments})
+        ctx = self._context(run, call)
         extensions.observe("tool_started", run, call, name)
         message: Message | None = None
         try:
@@ -191,7 +290,6 @@ class ToolCalls(RunnerBase):
         images: list[dict[str, Any]] | None,
     ) -> Message | None:
         """Run the call (the tool, or the forced result) and buffer its result message."""
-        name, arguments = parsed.name, parsed.arguments
         started = time.perf_counter()
         blocked = None
         if forced is None and self.hooks.has("before_tool_call"):
@@ -203,13 +301,31 @@ class ToolCalls(RunnerBase):
         else:
             with run.store.keep_alive():  # a long tool must not look like a dead worker (W5)
                 result = self.tool_registry.execute(
-                    name, arguments, ctx, offered=run.offered, timeout=settings.AGENT_TOOL_TIMEOUT
+                    parsed.name,
+                    parsed.arguments,
+                    ctx,
+                    offered=run.offered,
+                    timeout=settings.AGENT_TOOL_TIMEOUT,
                 )
             if result.metadata.get("suspend"):
                 return None
+        return self._end_call(run, call, parsed, ctx, result, time.perf_counter() - started, images)
+
+    def _end_call(
+        self,
+        run: RunState,
+        call: dict[str, Any],
+        parsed: ToolCall,
+        ctx: ToolContext,
+        result: ToolResult,
+        seconds: float,
+        images: list[dict[str, Any]] | None,
+    ) -> Message:
+        """A call's result, through the after hook, as its message: events, loop check, commit."""
+        name, arguments = parsed.name, parsed.arguments
         if self.hooks.has("after_tool_call"):
             result = self.hooks.after_tool_call(run.trace, call, result)
-        duration_ms = int((time.perf_counter() - started) * 1000)
+        duration_ms = int(seconds * 1000)
         content = result.to_content()
         if images is not None:
             images.extend(result.images)

@@ -88,6 +88,9 @@ class RunConfig:
     reserved_token: int | None = None
     reserved_from: str | None = None  # the trace's status before the reservation
     on_token: Callable[[str], None] | None = None
+    # Told at each round's start with the run's progress (a sub-agent's parent relays
+    # it as subagent_progress / subagent_checkpoint, traces/collaboration/progress.py).
+    on_progress: Callable[[dict[str, Any]], None] | None = None
 
 
 @dataclass

@@ -72,7 +72,7 @@ class ContextManagement(RunnerBase):
         info = microcompact.microcompact(run)
         if info is None:
             return
-        run.store.emit("compaction", info)  # committed with the step
+        run.store.emit("compaction", with_compacted_count(info))  # committed with the step
         if self.hooks.has("on_compaction"):
             self.hooks.on_compaction(run.trace, info)
 
@@ -181,7 +181,7 @@ class ContextManagement(RunnerBase):
         )
 
     def _compaction_event(self, run: RunState, info: dict[str, Any]) -> None:
-        run.store.emit("compaction", info)
+        run.store.emit("compaction", with_compacted_count(info))
         run.store.commit()
         if self.hooks.has("on_compaction"):
             self.hooks.on_compaction(run.trace, info)
@@ -225,3 +225,13 @@ def build_context_injection(trace: Trace, goal_tree: GoalTree | None, hooks: lis
         if content:
             parts.append(content)
     return "\n\n".join(parts)
+
+
+def with_compacted_count(info: dict[str, Any]) -> dict[str, Any]:
+    """A compaction event's payload with seed 002's `compacted_count` beside our figures:
+    the messages summarised (level 2), stubbed (microcompact) or left out (truncate)."""
+    for key in ("compressed_count", "stubbed_sequences", "dropped_sequences"):
+        if key in info:
+            value = info[key]
+            return {**info, "compacted_count": value if isinstance(value, int) else len(value)}
+    return info

@@ -211,7 +211,11 @@ class AgentRunner(RunSetup, ModelCalls, ContextManagement, ToolCalls, Strategies
                 injected = self._inject_context(run)
                 if injected is not None:
                     yield injected
-            run.store.emit("round_start", {"iteration": iteration})
+            # `round` / `max_rounds`: seed 002's names for the same figures
+            run.store.emit(
+                "round_start", {"iteration": iteration, "round": iteration + 1, "max_rounds": limit}
+            )
+            self._report_progress(run, iteration + 1, limit)
             run.fresh.clear()  # everything added so far was yielded where it was made
             self._refresh_tools(run)  # a tool list that changed is offered from this request on
             request = self._request(run)
@@ -264,6 +268,23 @@ class AgentRunner(RunSetup, ModelCalls, ContextManagement, ToolCalls, Strategies
             )
         else:
             self._finish(run, TraceStatus.FAILED, error=end.text)
+
+    def _report_progress(self, run: RunState, round_number: int, max_rounds: int) -> None:
+        """The run's figures at a round's start, to whoever asked (`RunConfig.on_progress`)."""
+        if run.config.on_progress is None:
+            return
+        trace = run.trace
+        run.config.on_progress(
+            {
+                "round": round_number,
+                "max_rounds": max_rounds,
+                "iterations": run.iterations,
+                "messages": trace.total_messages,
+                "tokens": trace.total_tokens,
+                "cost": trace.total_cost,
+                "goal_id": trace.current_goal_id,
+            }
+        )
 
     def _stopping(self, run: RunState, *, poll_now: bool = False) -> bool:
         if run.stop_event.is_set():

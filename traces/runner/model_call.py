@@ -160,6 +160,8 @@ class ModelCalls(RunnerBase):
             cost=response.cost,
             duration_ms=response.duration_ms,
             finish_reason=response.finish_reason,
+            reasoning=response.reasoning or "",
+            reasoning_tokens=response.reasoning_tokens,
             kind="",
             description=describe_assistant(response),
         )

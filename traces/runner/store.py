@@ -309,6 +309,12 @@ class RunStore:
 EVENT_CONTENT_LIMIT = 4_000
 
 
+def _cut(text: str) -> tuple[str, bool]:
+    if len(text) > EVENT_CONTENT_LIMIT:
+        return text[:EVENT_CONTENT_LIMIT], True
+    return text, False
+
+
 def message_payload(message: Message) -> dict[str, Any]:
     """A message as its `message` event carries it.
 
@@ -317,8 +323,8 @@ def message_payload(message: Message) -> dict[str, Any]:
     `GET /api/traces/{id}/messages` away.
     """
     content, truncated = message.content, False
-    if isinstance(content, str) and len(content) > EVENT_CONTENT_LIMIT:
-        content, truncated = content[:EVENT_CONTENT_LIMIT], True
+    if isinstance(content, str):
+        content, truncated = _cut(content)
     return {
         "message_id": message.message_id,
         "sequence": message.sequence,
@@ -337,6 +343,8 @@ def message_payload(message: Message) -> dict[str, Any]:
         "cost": message.cost,
         "duration_ms": message.duration_ms,
         "finish_reason": message.finish_reason,
+        "reasoning": _cut(message.reasoning)[0],
+        "reasoning_tokens": message.reasoning_tokens,
         "created_at": message.created_at.isoformat() if message.created_at else None,
     }
 

@@ -75,7 +75,7 @@ class Router(RunnerBase):
     def _direct(self, run: RunState) -> Generator[Message, None, StepEnd]:
         """DIRECT: one model call offered no tool; its text is the answer."""
         run.iterations += 1
-        run.store.emit("round_start", {"iteration": 0, "route": DIRECT})
+        run.store.emit("round_start", {"iteration": 0, "round": 1, "max_rounds": 1, "route": DIRECT})
         try:
             response = self._call_model(run, self._request(run), offer_tools=False)
         except LLMError as exc:
