@@ -9,6 +9,7 @@ from portal.views import (
     agents,
     approvals,
     branches,
+    corrections,
     deletion,
     media,
     memory,
@@ -63,6 +64,17 @@ urlpatterns = [
         "traces/<str:trace_id>/messages/<int:sequence>/edit/",
         branches.message_edit_view,
         name="message-edit",
+    ),
+    path("traces/<str:trace_id>/corrections/", corrections.correction_new, name="correction-new"),
+    path(
+        "corrections/<int:correction_id>/verify/",
+        corrections.correction_verify_view,
+        name="correction-verify",
+    ),
+    path(
+        "corrections/<int:correction_id>/verdict/",
+        corrections.correction_verdict_view,
+        name="correction-verdict",
     ),
     path("review/", queues.queue_list, name="queues"),  # X6 review queues (issue 23)
     path("review/<int:queue_id>/", queues.queue_detail, name="queue"),

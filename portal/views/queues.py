@@ -134,6 +134,8 @@ def queue_item(request: HttpRequest, queue_id: int, item_id: int) -> HttpRespons
     before, after = queue_neighbours(item, request.user)
     path = trace_main_path(trace_id=trace.trace_id, head_sequence=trace.head_sequence)
     mine = queue_items_for(item.queue, request.user)
+    from portal.views.corrections import corrections_context  # it imports expert_required from here
+
     context = {
         "queue": item.queue,
         "item": item,
@@ -147,6 +149,7 @@ def queue_item(request: HttpRequest, queue_id: int, item_id: int) -> HttpRespons
         "progress": queue_progress(item.queue),
         "next_url": request.path,
         **scores_context(request.user, trace),
+        **corrections_context(request.user, trace),
     }
     wanted = {d.pk for d in item.queue.definitions.all()}
     if wanted:  # the queue asks for these scores only

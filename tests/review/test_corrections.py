@@ -145,3 +145,37 @@ def test_bad_corrections_are_clear_errors(api_client, expert, mistaken):
         == 404
     )
     assert client.get("/api/corrections/99").json()["code"] == "correction_not_found"
+
+
+def test_the_queue_work_page_corrects_verifies_and_marks(
+    expert, llm, inline_worker, mistaken, browser_client
+):
+    from memory.services import experience_approve
+    from review.services import queue_create
+
+    queue = queue_create(user=expert, name="q", trace_ids=[mistaken.trace_id])
+    item = queue.items.get()
+    page_url = f"/review/{queue.pk}/items/{item.pk}/"
+    client = browser_client(expert)
+    assert "No corrections yet." in client.get(page_url).content.decode()
+    llm.script("utility", json.dumps({"condition": "saving the greeting", "rule": "Write hello."}))
+    made = client.post(
+        f"/traces/{mistaken.trace_id}/corrections/",
+        {"sequence": the_write(mistaken).sequence, "text": "write <b>hello</b>", "next": page_url},
+    )
+    assert made.status_code == 302 and made.url == page_url
+    correction = Correction.objects.get()
+    page = client.get(page_url).content.decode()
+    assert "write &lt;b&gt;hello&lt;/b&gt;" in page and correction.experience.code in page
+    assert (
+        "Verify" not in page.split('id="corrections"')[1].split("correction-new")[0]
+    )  # a draft: nothing to verify
+    experience_approve(experience=correction.experience, user=expert)
+    llm.script("scripted", [lesson_applied] * 3)
+    with inline_worker():
+        client.post(f"/corrections/{correction.pk}/verify/", {"next": page_url})
+    page = client.get(page_url).content.decode()
+    assert "after: <em>hello.txt now says hello</em>" in page and "before: <em>done</em>" in page
+    client.post(f"/corrections/{correction.pk}/verdict/", {"verdict": "not_fixed", "next": page_url})
+    assert Correction.objects.get().verdict == "not_fixed"
+    assert "not fixed</span>" in client.get(page_url).content.decode()
