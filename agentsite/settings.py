@@ -246,6 +246,13 @@ AGENT_TIMEOUT_HEARTBEAT = env_float("AGENT_TIMEOUT_HEARTBEAT", 60.0, minimum=0.5
 AGENT_TIMEOUT_FIRST_FEEDBACK = env_float("AGENT_TIMEOUT_FIRST_FEEDBACK", 8.0, minimum=0.1)
 # G4: dotted paths of functions that register lifecycle hooks (traces/guards/hooks.py).
 AGENT_HOOKS = env_list("AGENT_HOOKS", [])
+# R7: dotted paths of context hooks (trace, goal_tree) -> str | None added to every
+# run's periodic context injection (traces/runner/context.py:default_context_hooks).
+# Built-in, off unless named: traces.context_hooks.system_alerts, traces.context_hooks.running_time_reminder.
+AGENT_CONTEXT_HOOKS = env_list("AGENT_CONTEXT_HOOKS", [])
+AGENT_ALERT_DISK_PERCENT = env_int("AGENT_ALERT_DISK_PERCENT", 90, minimum=0)
+AGENT_ALERT_LOAD_PER_CPU = env_float("AGENT_ALERT_LOAD_PER_CPU", 2.0, minimum=0.0)
+AGENT_REMINDER_MINUTES = env_int("AGENT_REMINDER_MINUTES", 30, minimum=0)
 # G5: which tool calls wait for an expert: auto | ask-risky | ask-all.
 AGENT_CONFIRM_POLICY = env_str("AGENT_CONFIRM_POLICY", "auto")
 if AGENT_CONFIRM_POLICY not in ("auto", "ask-risky", "ask-all"):

@@ -5,6 +5,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from django.conf import settings
+from django.utils.module_loading import import_string
+
 import traces.runner.compaction as compaction
 import traces.runner.microcompact as microcompact
 from traces.goal_tree import GoalTree
@@ -199,8 +202,15 @@ class ContextManagement(RunnerBase):
 
 
 def default_context_hooks() -> list[ContextHook]:
-    """Hooks every runner gets unless given its own: the registered ones (the A2A inbox, S4)."""
-    return list(extensions.context_hooks)
+    """Hooks every runner gets unless given its own: the registered ones (the A2A inbox, S4),
+    then those named in settings.AGENT_CONTEXT_HOOKS, in order. Every runner (a worker's run
+    host, `run_agent`, a test's) is built through here, so the setting reaches them all."""
+    return list(extensions.context_hooks) + context_hooks_from_settings()
+
+
+def context_hooks_from_settings() -> list[ContextHook]:
+    """The functions named in AGENT_CONTEXT_HOOKS (a bad path fails the `check` command first)."""
+    return [import_string(path) for path in settings.AGENT_CONTEXT_HOOKS]
 
 
 def build_context_injection(trace: Trace, goal_tree: GoalTree | None, hooks: list[ContextHook]) -> str:
