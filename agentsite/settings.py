@@ -288,6 +288,9 @@ AGENT_LOOP_CRITICAL = env_int("AGENT_LOOP_CRITICAL", 8, minimum=3)
 AGENT_WEBFETCH_MAX_BYTES = env_int("AGENT_WEBFETCH_MAX_BYTES", 2 * 1024 * 1024, minimum=1024)
 AGENT_WEBFETCH_TIMEOUT = env_float("AGENT_WEBFETCH_TIMEOUT", 20.0, minimum=0.1)
 AGENT_WEBFETCH_ALLOW_PRIVATE = env_bool("AGENT_WEBFETCH_ALLOW_PRIVATE", False)
+# C3: a webfetch page or browser page state longer than this is shown to the model once,
+# then stands in the history as a one-line note (ToolResult.include_output_only_once).
+AGENT_SHOWN_ONCE_CHARS = env_int("AGENT_SHOWN_ONCE_CHARS", 4000, minimum=100)
 # The browser tools (tools/browser/): Chromium's path, seconds per action and per call,
 # open pages, characters of page text per result, bytes per download. Pages obey
 # AGENT_WEBFETCH_ALLOW_PRIVATE like webfetch.
