@@ -144,14 +144,19 @@ class ContextManagement(RunnerBase):
         summary = new_message(
             run,
             role="user",
-            content=f"{compaction.SUMMARY_MARKER} Summary of the conversation so far "
-            f"({len(compressed)} messages compressed):\n\n{text}",
+            content=compaction.boundary(
+                len(compressed), compressed[-1] if compressed else None, tokens_before
+            )
+            + f"\n\n{text}",
             parent_sequence=first_sequence,
             kind=MessageKind.SUMMARY,
             description=f"summary of {len(compressed)} messages",
             goal_id=run.trace.current_goal_id,
         )
         self._add_message(run, summary)
+        # State is re-attached verbatim right after the hand-off, not summarised (seed 001
+        # Auto-Compact's attachments): the plan, collaborators and hooks, as injected.
+        attached = self._inject_context(run)
         for data, info in tail:
             if info.sequence is None:
                 continue
@@ -174,6 +179,7 @@ class ContextManagement(RunnerBase):
             {
                 "level": 2,
                 "summary_sequence": summary.sequence,
+                "attached_sequence": attached.sequence if attached else None,
                 "previous_head": previous_head,  # rewinding into the range finds the originals here
                 "compressed_sequences": [compressed[0], compressed[-1]] if compressed else [],
                 "compressed_count": len(compressed),
