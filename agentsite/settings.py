@@ -253,6 +253,13 @@ AGENT_TIMEOUT_HEARTBEAT = env_float("AGENT_TIMEOUT_HEARTBEAT", 60.0, minimum=0.5
 AGENT_TIMEOUT_FIRST_FEEDBACK = env_float("AGENT_TIMEOUT_FIRST_FEEDBACK", 8.0, minimum=0.1)
 # G4: dotted paths of functions that register lifecycle hooks (traces/guards/hooks.py).
 AGENT_HOOKS = env_list("AGENT_HOOKS", [])
+# R7: dotted paths of context hooks (trace, goal_tree) -> str | None added to every
+# run's periodic context injection (traces/runner/context.py:default_context_hooks).
+# Built-in, off unless named: traces.context_hooks.system_alerts, traces.context_hooks.running_time_reminder.
+AGENT_CONTEXT_HOOKS = env_list("AGENT_CONTEXT_HOOKS", [])
+AGENT_ALERT_DISK_PERCENT = env_int("AGENT_ALERT_DISK_PERCENT", 90, minimum=0)
+AGENT_ALERT_LOAD_PER_CPU = env_float("AGENT_ALERT_LOAD_PER_CPU", 2.0, minimum=0.0)
+AGENT_REMINDER_MINUTES = env_int("AGENT_REMINDER_MINUTES", 30, minimum=0)
 # G5: which tool calls wait for an expert: auto | ask-risky | ask-all.
 AGENT_CONFIRM_POLICY = env_str("AGENT_CONFIRM_POLICY", "auto")
 if AGENT_CONFIRM_POLICY not in ("auto", "ask-risky", "ask-all"):
@@ -288,6 +295,9 @@ AGENT_LOOP_CRITICAL = env_int("AGENT_LOOP_CRITICAL", 8, minimum=3)
 AGENT_WEBFETCH_MAX_BYTES = env_int("AGENT_WEBFETCH_MAX_BYTES", 2 * 1024 * 1024, minimum=1024)
 AGENT_WEBFETCH_TIMEOUT = env_float("AGENT_WEBFETCH_TIMEOUT", 20.0, minimum=0.1)
 AGENT_WEBFETCH_ALLOW_PRIVATE = env_bool("AGENT_WEBFETCH_ALLOW_PRIVATE", False)
+# C3: a webfetch page or browser page state longer than this is shown to the model once,
+# then stands in the history as a one-line note (ToolResult.include_output_only_once).
+AGENT_SHOWN_ONCE_CHARS = env_int("AGENT_SHOWN_ONCE_CHARS", 4000, minimum=100)
 # The browser tools (tools/browser/): Chromium's path, seconds per action and per call,
 # open pages, characters of page text per result, bytes per download. Pages obey
 # AGENT_WEBFETCH_ALLOW_PRIVATE like webfetch.

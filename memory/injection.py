@@ -12,10 +12,18 @@ from typing import Any
 
 from memory.retrieval import format_experiences, retrieve_for_task
 from memory.services import MEMORY_CONTEXT
-from memory.skills import Skill, UnknownSkill, load_skills, skills_for_prompt, skills_prompt
+from memory.skills import (
+    Skill,
+    UnknownSkill,
+    load_skills,
+    project_skill_dirs,
+    skills_for_prompt,
+    skills_prompt,
+)
 from traces.models import Trace
 from traces.runner.config import InvalidRun, RunConfig
 from traces.runner.extensions import Preset
+from traces.runner.project import placement_for
 
 # Built-in skills about a family of tools (seed 004: the browser skill): unless the
 # call site names the skills, each is injected where one of its tools is offered,
@@ -29,13 +37,15 @@ def system_prompt_for(config: RunConfig, preset: Preset, base: str, offered: set
 
     Raises InvalidRun when the call site names a skill that does not exist.
     """
+    placement = placement_for(config, preset, None)  # M9: a project's own skills, if it has one
+    workspace_dirs = project_skill_dirs(placement.root, placement.workspace) if placement else []
     try:
-        injected = skills_for_prompt(config.skills, preset.skills)
+        injected = skills_for_prompt(config.skills, preset.skills, workspace_dirs)
     except UnknownSkill as exc:
         raise InvalidRun(str(exc)) from None
     if config.skills is None:
         injected = with_tool_skills(injected, offered)
-    section = skills_prompt(injected, list_others="skill" in offered)
+    section = skills_prompt(injected, list_others="skill" in offered, workspace_dirs=workspace_dirs)
     return f"{base}\n\n{section}" if section else base
 
 

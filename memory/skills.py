@@ -5,15 +5,20 @@ Three places, later ones overriding earlier ones of the same name:
 - built-in: `memory/skills/*.md` — injected into the system prompt of new runs,
   filtered by call site (`RunConfig.skills`) > preset (`AgentPreset.skills`) > all;
 - user: `AGENT_USER_SKILLS_DIR` (default `~/.agentsite/skills`);
-- project: `AGENT_SKILLS_DIRS` (default `./skills`).
+- project: `AGENT_SKILLS_DIRS` (default `./skills`);
+- workspace: `.agentsite/skills/` inside the run's project (AGENT_PROJECTS, M9): at the
+  project's root, then in the sub-directory the run works in (seed 003 `.reson/skills`).
+  Only runs placed in a project see these; a file that resolves outside its folder
+  (a symlink) is skipped, since a writable project is written by the agent itself.
 
-User and project skills are loaded on demand by the `skill` tool (or injected
-when a call site names them). A skill is `NAME.md` or `NAME/SKILL.md`.
+User, project and workspace skills are loaded on demand by the `skill` tool (or
+injected when a call site names them). A skill is `NAME.md` or `NAME/SKILL.md`.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +28,7 @@ from django.conf import settings
 logger = logging.getLogger(__name__)
 
 BUILTIN_DIR = Path(__file__).resolve().parent / "skills"
+WORKSPACE_SKILLS = Path(".agentsite") / "skills"  # inside a project's root and workspace
 
 
 @dataclass(frozen=True)
@@ -30,7 +36,7 @@ class Skill:
     name: str
     description: str
     body: str
-    source: str  # builtin | user | project
+    source: str  # builtin | user | project | workspace
     path: Path
 
     def as_prompt(self) -> str:
@@ -78,23 +84,35 @@ def parse_skill(path: Path, source: str, *, text: str | None = None) -> Skill:
     return Skill(name, description, "\n".join(lines[end + 1 :]).strip("\n"), source, path)
 
 
-def _files(directory: Path) -> list[Path]:
+def _files(directory: Path, *, contained: bool = False) -> list[Path]:
     if not directory.is_dir():
         return []
-    return sorted([*directory.glob("*.md"), *directory.glob("*/SKILL.md")])
+    files = sorted([*directory.glob("*.md"), *directory.glob("*/SKILL.md")])
+    if contained:  # nothing the folder links to elsewhere
+        real = directory.resolve()
+        files = [f for f in files if f.resolve().is_relative_to(real)]
+    return files
 
 
-def skill_dirs() -> list[tuple[str, Path]]:
+def project_skill_dirs(root: Path, workspace: Path) -> list[Path]:
+    """The workspace skill folders of a run placed in a project: root's, then the workspace's."""
+    dirs = [root / WORKSPACE_SKILLS, workspace / WORKSPACE_SKILLS]
+    return list(dict.fromkeys(dirs))
+
+
+def skill_dirs(workspace_dirs: Sequence[Path] = ()) -> list[tuple[str, Path]]:
     dirs = [("builtin", BUILTIN_DIR), ("user", Path(settings.AGENT_USER_SKILLS_DIR))]
     dirs += [("project", Path(d)) for d in settings.AGENT_SKILLS_DIRS]
+    dirs += [("workspace", d) for d in workspace_dirs]
     return dirs
 
 
-def load_skills() -> dict[str, Skill]:
-    """Every skill by name (project over user over built-in); bad files are logged and skipped."""
+def load_skills(workspace_dirs: Sequence[Path] = ()) -> dict[str, Skill]:
+    """Every skill by name (workspace over project over user over built-in); bad files are
+    logged and skipped. `workspace_dirs`: the run's `project_skill_dirs`, if it has a project."""
     skills: dict[str, Skill] = {}
-    for source, directory in skill_dirs():
-        for path in _files(directory):
+    for source, directory in skill_dirs(workspace_dirs):
+        for path in _files(directory, contained=source == "workspace"):
             try:
                 skill = _parse_cached(path, source)
             except (OSError, ValueError) as exc:
@@ -104,20 +122,22 @@ def load_skills() -> dict[str, Skill]:
     return skills
 
 
-def get_skill(name: str) -> Skill:
-    skills = load_skills()
+def get_skill(name: str, workspace_dirs: Sequence[Path] = ()) -> Skill:
+    skills = load_skills(workspace_dirs)
     if name not in skills:
         raise UnknownSkill(f"unknown skill {name!r}; available: {', '.join(sorted(skills)) or 'none'}")
     return skills[name]
 
 
-def skills_for_prompt(call_site: list[str] | None, preset: list[str] | None) -> list[Skill]:
+def skills_for_prompt(
+    call_site: list[str] | None, preset: list[str] | None, workspace_dirs: Sequence[Path] = ()
+) -> list[Skill]:
     """The skills injected into a new run's system prompt: call site > preset > all built-ins.
 
     A call site may name any skill (UnknownSkill for one that does not exist); a
     preset's unknown names are logged and skipped.
     """
-    skills = load_skills()
+    skills = load_skills(workspace_dirs)
     if call_site is not None:
         unknown = [n for n in call_site if n not in skills]
         if unknown:
@@ -134,11 +154,11 @@ def skills_for_prompt(call_site: list[str] | None, preset: list[str] | None) -> 
     return [skills[n] for n in dict.fromkeys(preset) if n in skills]
 
 
-def skills_prompt(injected: list[Skill], *, list_others: bool) -> str:
+def skills_prompt(injected: list[Skill], *, list_others: bool, workspace_dirs: Sequence[Path] = ()) -> str:
     """The system prompt section: injected skills in full, the others by name for the `skill` tool."""
     parts = [f"## Skill: {s.name}\n\n{s.as_prompt()}" for s in injected]
     names = {s.name for s in injected}
-    others = [s for s in load_skills().values() if s.name not in names]
+    others = [s for s in load_skills(workspace_dirs).values() if s.name not in names]
     if others and list_others:
         listing = "\n".join(f"- {s.name}: {s.description}" for s in sorted(others, key=lambda s: s.name))
         parts.append(f"## More skills\n\nLoad one with the `skill` tool when it fits the task:\n{listing}")

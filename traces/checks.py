@@ -1,12 +1,14 @@
-"""System checks: what the runtime needs of the database it is given, and usable projects (M9)."""
+"""System checks: what the runtime needs of the database it is given, and usable projects (M9), importable context hooks (R7)."""
 
 from __future__ import annotations
 
 import sqlite3
 from typing import Any
 
+from django.conf import settings
 from django.core import checks
 from django.db import connections
+from django.utils.module_loading import import_string
 
 from traces.projects import problem, projects
 
@@ -53,4 +55,27 @@ def projects_are_usable(app_configs: Any = None, **kwargs: Any) -> list[checks.C
                     id="traces.E002",
                 )
             )
+    return errors
+
+
+@checks.register()
+def context_hooks_import(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """R7: every AGENT_CONTEXT_HOOKS path names something callable, so no run fails on it."""
+    errors: list[checks.CheckMessage] = []
+    for path in settings.AGENT_CONTEXT_HOOKS:
+        try:
+            hook = import_string(path)
+        except ImportError as exc:
+            reason = str(exc)
+        else:
+            if callable(hook):
+                continue
+            reason = "it is not callable"
+        errors.append(
+            checks.Error(
+                f"AGENT_CONTEXT_HOOKS: {path!r} cannot be used: {reason}.",
+                hint="Name a function (trace, goal_tree) -> str | None by its dotted path.",
+                id="traces.E003",
+            )
+        )
     return errors

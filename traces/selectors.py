@@ -304,6 +304,18 @@ def trace_path_ranges(*, trace_id: str, head_sequence: int) -> list[tuple[int, i
         return sorted((int(start), int(entry)) for start, entry in cursor.fetchall())
 
 
+def trace_goal_messages(*, trace_id: str, goal_id: str, head_sequence: int | None) -> QuerySet[Message]:
+    """The messages recorded under one goal, by sequence (seed 004 `get_messages_by_goal`):
+    those on the path to `head_sequence`, or every one, side branches included, when it is None."""
+    messages = Message.objects.filter(trace_id=trace_id, goal_id=goal_id).order_by("sequence")
+    if head_sequence is None:
+        return messages
+    on_path = models.Q(pk__in=[])
+    for first, last in trace_path_ranges(trace_id=trace_id, head_sequence=head_sequence):
+        on_path |= models.Q(sequence__range=(first, last))
+    return messages.filter(on_path)
+
+
 def trace_messages(*, trace_id: str) -> QuerySet[Message]:
     """Every message of the trace, branches included, by sequence."""
     return Message.objects.filter(trace_id=trace_id).order_by("sequence")

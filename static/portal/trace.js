@@ -19,6 +19,7 @@
   var fragmentUrl = data.fragment;
   var live = document.getElementById("live");
   var liveText = document.getElementById("live-text");
+  var liveState = document.getElementById("live-state");
   var events = document.getElementById("events");
   var eventCount = document.getElementById("event-count");
   var socket = null;
@@ -106,7 +107,7 @@
       if (busy(current)) { setTimeout(function () { refresh([name]); }, 2000); return; }
       current.replaceWith(fresh);
       bindEdits(fresh);
-      if (name === "messages") { liveText.textContent = ""; live.hidden = true; }
+      if (name === "messages") { liveText.textContent = ""; live.hidden = true; setLiveState(null); }
     });
     if (!answer.live && ended) {
       data.live = "0"; // the run is over and the page shows its final state
@@ -197,7 +198,8 @@
     since = ev.event_id;
     var p = ev.payload || {};
     if (ev.type === "token") {
-      if (p.text) { live.hidden = false; liveText.textContent += p.text; }
+      if (p.text) { live.hidden = false; liveText.textContent += p.text; setLiveState(null); }
+      else if (p.pulse) { live.hidden = false; setLiveState(p.seconds); } // no first token yet
       return;
     }
     addEvent(ev);
@@ -212,7 +214,7 @@
         });
       });
     } else if (ev.type === "message") {
-      if (p.role === "assistant") { liveText.textContent = ""; live.hidden = true; }
+      if (p.role === "assistant") { liveText.textContent = ""; live.hidden = true; setLiveState(null); }
       if (onMain) showMessage(p.sequence);
     }
     if (STATUS_EVENTS.indexOf(ev.type) >= 0) {
@@ -223,6 +225,15 @@
     } else {
       refresh(PANELS_FOR[ev.type] || ["header"]);
     }
+  }
+
+  function setLiveState(seconds) {
+    // The first-feedback pulse (a token event without text): the model has not answered
+    // yet, so the live box says "thinking…" until the first token or the message arrives.
+    if (!liveState) return;
+    var thinking = seconds !== null && seconds !== undefined;
+    liveState.textContent = thinking ? "thinking… " + Math.round(Number(seconds) || 0) + " s" : "streaming…";
+    liveState.classList.toggle("thinking", thinking);
   }
 
   function watchUrl() {

@@ -53,7 +53,10 @@ sync_api = pytest.importorskip(
 @pytest.fixture(scope="module")
 def stack(scripted_llm_server: ScriptedLLM) -> Iterator[Stack]:
     """daphne + one qcluster on a SQLite file, an expert account, and the demo data."""
-    stack = Stack(model_url=scripted_llm_server.url, redis=False, postgres=False)
+    # a first-feedback pulse after 1 s without a token (default 8 s): the "thinking…" test
+    stack = Stack(
+        model_url=scripted_llm_server.url, redis=False, postgres=False, AGENT_TIMEOUT_FIRST_FEEDBACK="1"
+    )
     try:
         stack.manage(
             "shell",
@@ -190,6 +193,24 @@ def test_start_a_run_watch_it_stream_then_rewind_at_message_3(page: Any, model: 
     page.wait_for_selector("text=not the main path")
     assert "nothing to summarise yet" in conversation(page).inner_text()
     assert trace_id in page.url
+
+
+def test_the_live_box_says_thinking_until_the_first_token(page: Any, model: ScriptedLLM) -> None:
+    model.script("scripted", [Reply(text="Here after a long think.", delay=4, chunk_delay=0.3)])
+    start_run(page, "Think hard", "thinking run")
+
+    # No token for 4 s: the first-feedback pulses (every 1 s here) show "thinking…".
+    page.wait_for_function(
+        """() => !document.getElementById('live').hidden
+                 && document.getElementById('live-state').textContent.startsWith('thinking… ')"""
+    )
+    assert page.locator("#live-state.thinking").count() == 1
+    assert page.locator("#live-text").inner_text() == ""
+    # The first token turns it back into the stream, which the message then replaces.
+    page.wait_for_function("document.getElementById('live-text').textContent.includes('Here')")
+    assert page.locator("#live-state").inner_text() == "streaming…"
+    wait_for_status(page, "completed")
+    conversation(page).locator("text=Here after a long think.").wait_for()
 
 
 def test_approve_a_draft_experience(page: Any, stack: Stack) -> None:

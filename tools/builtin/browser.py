@@ -34,9 +34,15 @@ def _run(ctx: ToolContext, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
 
 
 def _result(title: str, state: PageState) -> ToolResult:
+    output = state.render()
+    # C3: a long page state is read once; later requests keep only this note (browser_read re-reads)
+    long = len(output) > settings.AGENT_SHOWN_ONCE_CHARS
+    memory = f"{title}: page {state.title or '(untitled)'!r}, {len(output):,} characters, shown once; "
     return ToolResult(
         title=title,
-        output=state.render(),
+        output=output,
+        long_term_memory=memory + "browser_read shows the page again" if long else None,
+        include_output_only_once=long,
         metadata={"url": state.url, "page_title": state.title, "element": state.element},
     )
 

@@ -98,10 +98,16 @@ class Page:
             heading += f" (redirected from {self.requested_url})"
         heading += f" ({self.media_type or 'no content type'}, {len(self.body)} bytes"
         heading += ", cut)" if self.cut_at is not None else ")"
-        output = f"Title: {title}\n\n{text}" if title else text
+        output = truncate_output((f"Title: {title}\n\n{text}" if title else text) or "(empty page)")
+        # C3: a long page is read once; later requests keep only this note (fetch again to re-read)
+        long = len(output) > settings.AGENT_SHOWN_ONCE_CHARS
+        named = f' "{title[:80]}"' if title else ""
+        memory = f"webfetch read {self.url}{named}: {len(output):,} characters, shown once; fetch it again to re-read"
         return ToolResult(
             title=heading,
-            output=truncate_output(output or "(empty page)"),
+            output=output,
+            long_term_memory=memory if long else None,
+            include_output_only_once=long,
             metadata={
                 "url": self.url,
                 "status": self.status,

@@ -258,6 +258,12 @@ class TraceListQuerySerializer(QuerySerializer):
 
 class MessagesQuerySerializer(QuerySerializer):
     mode = serializers.ChoiceField(choices=["main_path", "all"], required=False, default="main_path")
+    goal = serializers.CharField(
+        required=False,
+        default=None,
+        max_length=64,
+        help_text="only the messages recorded under this goal id (a goal of the trace's plan)",
+    )
     after = serializers.IntegerField(
         required=False,
         default=0,

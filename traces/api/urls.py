@@ -5,12 +5,13 @@ from __future__ import annotations
 from django.urls import path
 
 import traces.api.converters  # noqa: F401  (registers the "key" converter)
-from traces.api import approvals, collaboration, observability, projects, transfer, views
+from traces.api import approvals, calls, collaboration, observability, projects, transfer, views
 
 app_name = "traces-api"
 
 urlpatterns = [
     path("projects", projects.ProjectListView.as_view(), name="project-list"),
+    path("calls", calls.CallView.as_view(), name="call"),
     path("traces", views.TraceListView.as_view(), name="trace-list"),
     path("traces/running", views.RunningTraceListView.as_view(), name="trace-running"),
     path("traces/import", transfer.TraceImportView.as_view(), name="trace-import"),

@@ -7,7 +7,7 @@ from typing import Any
 from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, status
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -18,9 +18,9 @@ from traces.api import requests as r
 from traces.api import serializers as s
 from traces.api.parsers import BoundedJSONParser, MessagesJSONParser
 from traces.api.permissions import visible_traces
-from traces.models import ACTIVE_STATUSES, Trace, TraceStatus
+from traces.models import ACTIVE_STATUSES, Goal, Trace, TraceStatus
 from traces.runner import TraceNotFound
-from traces.selectors import trace_events, trace_main_path, trace_messages
+from traces.selectors import trace_events, trace_goal_messages, trace_main_path, trace_messages
 from traces.services import delete as delete_services
 from traces.services import runs as services
 
@@ -117,7 +117,8 @@ class TraceMessagesView(TraceAPIView):
         responses={200: s.MessageSerializer(many=True), **ERRORS},
     )
     def get(self, request: Request, trace_id: str) -> Response:
-        """The main path (root to head) or every message, side branches included, by sequence.
+        """The main path (root to head) or every message, side branches included, by sequence;
+        with `goal`, only the messages recorded under that goal.
 
         Page through a long trace with `after` (the last sequence you have) and `limit`.
         """
@@ -125,8 +126,15 @@ class TraceMessagesView(TraceAPIView):
         query.is_valid(raise_exception=True)
         after, limit = query.validated_data["after"], query.validated_data["limit"]
         trace = self.visible_trace(request, trace_id)
-        if query.validated_data["mode"] == "all":
-            messages: Any = trace_messages(trace_id=trace.trace_id).filter(sequence__gt=after)
+        goal_id, main_path = query.validated_data["goal"], query.validated_data["mode"] == "main_path"
+        if goal_id is not None:
+            if not Goal.objects.filter(trace=trace, goal_id=goal_id).exists():
+                raise NotFound(f"trace {trace.trace_id!r} has no goal {goal_id!r}")
+            head = trace.head_sequence if main_path else None
+            messages: Any = trace_goal_messages(trace_id=trace.trace_id, goal_id=goal_id, head_sequence=head)
+            messages = messages.filter(sequence__gt=after)
+        elif not main_path:
+            messages = trace_messages(trace_id=trace.trace_id).filter(sequence__gt=after)
         else:
             messages = trace_main_path(
                 trace_id=trace.trace_id, head_sequence=trace.head_sequence, after_sequence=after

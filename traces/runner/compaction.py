@@ -242,12 +242,24 @@ def truncate(
     return [*head, note, *messages[start:]], dropped
 
 
+def boundary(compressed: int, last_sequence: int | None, tokens_before: int) -> str:
+    """The summary's first line (seed 001 Auto-Compact's boundary marker): a hand-off,
+    with the tokens before compaction and the last message it covers."""
+    last = f" up to message #{last_sequence}" if last_sequence is not None else ""
+    return (
+        f"{SUMMARY_MARKER} Session continuation, a hand-off and not a fresh start: {compressed} messages"
+        f"{last} ({tokens_before:,} tokens before compaction) were compacted. "
+        "Summary of the conversation so far:"
+    )
+
+
 def already_compacted(infos: list[PathInfo]) -> bool:
-    """Recursion guard: the last summary has nothing but its carried tail after it."""
+    """Recursion guard: the last summary has nothing but its re-attached context and
+    carried tail after it."""
     for info in reversed(infos):
         if info.kind == MessageKind.SUMMARY:
             return True
-        if info.kind != MessageKind.CARRIED:
+        if info.kind not in (MessageKind.CARRIED, MessageKind.CONTEXT):
             return False
     return False
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from django.conf import settings
+from django.utils.module_loading import import_string
+
 import traces.runner.compaction as compaction
 import traces.runner.microcompact as microcompact
 from traces.goal_tree import GoalTree
@@ -141,14 +144,19 @@ class ContextManagement(RunnerBase):
         summary = new_message(
             run,
             role="user",
-            content=f"{compaction.SUMMARY_MARKER} Summary of the conversation so far "
-            f"({len(compressed)} messages compressed):\n\n{text}",
+            content=compaction.boundary(
+                len(compressed), compressed[-1] if compressed else None, tokens_before
+            )
+            + f"\n\n{text}",
             parent_sequence=first_sequence,
             kind=MessageKind.SUMMARY,
             description=f"summary of {len(compressed)} messages",
             goal_id=run.trace.current_goal_id,
         )
         self._add_message(run, summary)
+        # State is re-attached verbatim right after the hand-off, not summarised (seed 001
+        # Auto-Compact's attachments): the plan, collaborators and hooks, as injected.
+        attached = self._inject_context(run)
         for data, info in tail:
             if info.sequence is None:
                 continue
@@ -171,6 +179,7 @@ class ContextManagement(RunnerBase):
             {
                 "level": 2,
                 "summary_sequence": summary.sequence,
+                "attached_sequence": attached.sequence if attached else None,
                 "previous_head": previous_head,  # rewinding into the range finds the originals here
                 "compressed_sequences": [compressed[0], compressed[-1]] if compressed else [],
                 "compressed_count": len(compressed),
@@ -199,8 +208,15 @@ class ContextManagement(RunnerBase):
 
 
 def default_context_hooks() -> list[ContextHook]:
-    """Hooks every runner gets unless given its own: the registered ones (the A2A inbox, S4)."""
-    return list(extensions.context_hooks)
+    """Hooks every runner gets unless given its own: the registered ones (the A2A inbox, S4),
+    then those named in settings.AGENT_CONTEXT_HOOKS, in order. Every runner (a worker's run
+    host, `run_agent`, a test's) is built through here, so the setting reaches them all."""
+    return list(extensions.context_hooks) + context_hooks_from_settings()
+
+
+def context_hooks_from_settings() -> list[ContextHook]:
+    """The functions named in AGENT_CONTEXT_HOOKS (a bad path fails the `check` command first)."""
+    return [import_string(path) for path in settings.AGENT_CONTEXT_HOOKS]
 
 
 def build_context_injection(trace: Trace, goal_tree: GoalTree | None, hooks: list[ContextHook]) -> str:
