@@ -59,6 +59,9 @@ class SuiteRun(models.Model):
     suite = models.ForeignKey(Suite, on_delete=models.CASCADE, related_name="runs")
     model = models.CharField(max_length=200, blank=True, default="")
     preset = models.CharField(max_length=100, blank=True, default="")  # empty: each case's own
+    # Run settings every replay starts with (traces/runner/run_settings.py), e.g.
+    # {"enable_memory": false} to measure the suite without the experience library.
+    run_settings = models.JSONField(default=dict, blank=True)
     baseline = models.ForeignKey("self", on_delete=models.SET_NULL, blank=True, null=True, related_name="+")
     queue = models.ForeignKey(ReviewQueue, on_delete=models.SET_NULL, blank=True, null=True, related_name="+")
     created_by = models.ForeignKey(

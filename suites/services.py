@@ -107,7 +107,13 @@ def case_from_trace(
 
 
 def suite_run_start(
-    *, user: Any, suite: Suite, model: str = "", preset: str = "", baseline: SuiteRun | None = None
+    *,
+    user: Any,
+    suite: Suite,
+    model: str = "",
+    preset: str = "",
+    baseline: SuiteRun | None = None,
+    settings: dict[str, Any] | None = None,
 ) -> SuiteRun:
     """Start every case of `suite` as a trace (all or none: a bad preset or model is a 400
     before any run is queued) and gather those traces in a review queue."""
@@ -118,7 +124,12 @@ def suite_run_start(
         raise InvalidRun(f"baseline: run {baseline.pk} is not a run of suite {suite.name!r}")
     with transaction.atomic():
         run = SuiteRun.objects.create(
-            suite=suite, model=model, preset=preset, baseline=baseline, created_by=user
+            suite=suite,
+            model=model,
+            preset=preset,
+            baseline=baseline,
+            created_by=user,
+            run_settings=settings or {},
         )
         case_runs = []
         for case in cases:
@@ -129,6 +140,7 @@ def suite_run_start(
                 preset=preset or case.preset,
                 name=f"{suite.name} #{run.pk}: {case.name}"[:200],
                 context={"suite_run": run.pk, "suite_case": case.pk},
+                settings=settings or None,
             )
             case_runs.append(CaseRun(suite_run=run, case=case, trace_id=trace.trace_id))
         CaseRun.objects.bulk_create(case_runs)

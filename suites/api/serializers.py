@@ -53,6 +53,9 @@ class SuiteRunCreateSerializer(serializers.Serializer):
     model = StrictCharField(required=False, allow_blank=True, default="", max_length=200)
     preset = StrictCharField(required=False, allow_blank=True, default="", max_length=100)
     baseline = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=1)
+    settings = serializers.DictField(
+        required=False, default=dict, help_text='run settings for every replay, e.g. {"enable_memory": false}'
+    )
 
 
 class CaseRunSerializer(serializers.ModelSerializer):
@@ -88,6 +91,7 @@ class SuiteRunSerializer(serializers.ModelSerializer):
             "suite",
             "model",
             "preset",
+            "run_settings",
             "baseline_id",
             "queue_id",
             "created_at",

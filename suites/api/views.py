@@ -103,7 +103,12 @@ class SuiteRunsView(SuiteAPIView):
             if baseline is None:
                 raise InvalidRun(f"baseline: suite {suite.name!r} has no run {data['baseline']}")
         run = suite_run_start(
-            user=request.user, suite=suite, model=data["model"], preset=data["preset"], baseline=baseline
+            user=request.user,
+            suite=suite,
+            model=data["model"],
+            preset=data["preset"],
+            baseline=baseline,
+            settings=data["settings"],
         )
         table = suite_run_table(run)
         return Response(

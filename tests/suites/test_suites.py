@@ -186,3 +186,17 @@ def source_traces_committed(expert, llm, workspace_root) -> None:
     for key, task in TASKS.items():
         result = AgentRunner().run_result([{"role": "user", "content": task}], RunConfig(owner_id=expert.pk))
         case_from_trace(user=expert, suite=suite, trace_id=result.trace_id, name=key, checks=CHECKS[key])
+
+
+def test_a_suite_runs_with_run_settings_and_a_bad_one_queues_nothing(
+    api_client, expert, llm, inline_worker, source_traces
+):
+    client = api_client(expert)
+    suite_id = make_suite(client, source_traces)
+    bad = client.post(f"/api/suites/{suite_id}/runs", {"settings": {"temperature": "hot"}}, format="json")
+    assert bad.status_code == 400 and "temperature" in bad.json()["error"]
+    assert not Suite.objects.get(pk=suite_id).runs.exists()
+    run = run_suite(client, llm, inline_worker, suite_id, settings={"enable_memory": False})
+    assert run["run_settings"] == {"enable_memory": False} and run["summary"]["passed"] == 3
+    replays = Trace.objects.filter(pk__in=[case["trace_id"] for case in run["cases"]])
+    assert {t.run_settings.get("enable_memory") for t in replays} == {False}

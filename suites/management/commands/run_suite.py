@@ -4,6 +4,7 @@ could not be run or did not finish in time."""
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections.abc import Iterator
@@ -27,6 +28,9 @@ class Command(BaseCommand):
         parser.add_argument("--model", default="", help="the model to run (default: each case's default)")
         parser.add_argument("--preset", default="", help="the preset to run (default: each case's own)")
         parser.add_argument(
+            "--run-settings", default="", help="run settings as JSON, e.g. '{\"enable_memory\": false}'"
+        )
+        parser.add_argument(
             "--baseline", default="last", help="a run id of the suite to compare with, 'last' or 'none'"
         )
         parser.add_argument("--threshold", type=float, default=1.0, help="pass rate needed (0-1, default 1)")
@@ -44,6 +48,12 @@ class Command(BaseCommand):
         suite = _suite(options["suite"])
         user = _user(options["user"])
         baseline = _baseline(suite, options["baseline"])
+        try:
+            settings = json.loads(options["run_settings"]) if options["run_settings"] else {}
+        except json.JSONDecodeError as exc:
+            raise CommandError(f"--run-settings is not JSON: {exc.msg}", returncode=2) from None
+        if not isinstance(settings, dict):
+            raise CommandError("--run-settings is a JSON object", returncode=2)
         try:
             with _inline(options["inline"]):
                 run = suite_run_start(
