@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from django.db.models import QuerySet
@@ -23,3 +24,15 @@ def experience_list(*, user: Any, filters: Any) -> QuerySet[Experience]:
     """The experiences `user` may see, narrowed by `filters` (memory/filters.py:ExperienceFilter)."""
     experiences = experiences_visible_to(user).defer("embedding")
     return ExperienceFilter(filters, queryset=experiences).qs.order_by("code")
+
+
+def tag_counts(*, statuses: tuple[str, ...] | None = None) -> dict[str, Counter[str]]:
+    """How many experiences carry each tag, per kind (state, intent)."""
+    experiences = Experience.objects.all()
+    if statuses is not None:
+        experiences = experiences.filter(status__in=statuses)
+    counts: dict[str, Counter[str]] = {"state": Counter(), "intent": Counter()}
+    for state_index, intent_index in experiences.values_list("state_index", "intent_index").iterator():
+        counts["state"].update(state_index.split())
+        counts["intent"].update(intent_index.split())
+    return counts

@@ -168,20 +168,39 @@ def experience_record_outcome(*, trace: Trace, status: str, write: Write | None 
     return list(retrieved)
 
 
+# How far one outcome moves an experience's confidence toward 1 (success) or 0 (failure):
+# more when the agent cited it (it was applied) than when it was only shown.
+CONFIDENCE_STEP_RETRIEVED = 0.1
+CONFIDENCE_STEP_CITED = 0.25
+
+
 def _count_outcome(retrieved: list[str], cited: set[str], *, success: bool) -> None:
+    """Success rate, votes and confidence (an exponential moving average of outcomes,
+    starting from the reviewed or reflected prior; retrieval ranks by it) of each one."""
     with transaction.atomic():
         for experience in Experience.objects.select_for_update().filter(code__in=[*retrieved, *cited]):
             if experience.code in retrieved:
                 experience.outcome_runs += 1
                 experience.outcome_successes += int(success)
                 experience.success_rate = experience.outcome_successes / experience.outcome_runs
+            step = CONFIDENCE_STEP_CITED if experience.code in cited else CONFIDENCE_STEP_RETRIEVED
+            experience.confidence = round(
+                experience.confidence + step * (float(success) - experience.confidence), 4
+            )
             if experience.code in cited:
                 if success:
                     experience.helpful += 1
                 else:
                     experience.harmful += 1
             experience.save(
-                update_fields=["outcome_runs", "outcome_successes", "success_rate", "helpful", "harmful"]
+                update_fields=[
+                    "outcome_runs",
+                    "outcome_successes",
+                    "success_rate",
+                    "helpful",
+                    "harmful",
+                    "confidence",
+                ]
             )
 
 

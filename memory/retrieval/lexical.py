@@ -1,0 +1,205 @@
+"""Lexical ranking of experiences: tag matches plus the database's own full-text rank.
+
+Both backends return the same rows, (pk, intent hits, state hits, text rank in
+[0, 1)), computed, scored and sorted in ONE query; only the top rows come back.
+
+- PostgreSQL: `ts_rank_cd` (cover density) with length normalisation (flag 1:
+  divide by 1 + log(length); flag 32: r / (r + 1), so the rank is in [0, 1)) over
+  the stored, weighted `search_vector` (migration 0008: tags A, condition B,
+  rule C, category D), written with `django.contrib.postgres.search`.
+- SQLite: FTS5's `bm25()` over `memory_experience_fts` (porter stemming, columns
+  tags / condition / rule / category weighted like PostgreSQL's A-D), kept in sync
+  by triggers (migration 0008); the rank is squashed to [0, 1) by b / (b + BM25_HALF).
+
+The task's words are OR-ed (a task is a sentence, not a query): an experience
+sharing one rare word ranks low, one sharing several in its tags or condition
+ranks high. Stopwords are dropped here because FTS5 has no stopword list.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.contrib.postgres.search import SearchQuery, SearchRank, SearchVectorField
+from django.db import connection
+from django.db.models import Case, ExpressionWrapper, F, FloatField, IntegerField, Q, QuerySet, Value, When
+from django.db.models.expressions import RawSQL
+
+from memory.models import Experience
+
+# ts_rank_cd weights in PostgreSQL's order {D, C, B, A}: category, rule, condition, tags.
+PG_WEIGHTS = [0.1, 0.3, 0.6, 1.0]
+PG_NORMALIZATION = 1 | 32
+# bm25 column weights in the FTS table's column order: tags, condition, rule, category.
+FTS_WEIGHTS = (1.0, 0.6, 0.3, 0.1)
+BM25_HALF = 4.0  # the bm25 score that maps to text rank 0.5 (calibrated by bench/retrieval.py)
+from memory.fulltext import FTS_TABLE  # noqa: E402
+
+MAX_WORDS = 24
+
+_STOPWORDS = frozenset(
+    """a about above after again all also an and any are as at be been before being below between both but by
+    can could did do does doing down during each few for from further had has have having he her here hers how
+    i if in into is it its itself just me more most my no nor not now of off on once only or other our out over
+    own same she should so some such than that the their them then there these they this those through to too
+    under until up very was we were what when where which while who whom why will with would you your yours
+    please make sure use using get want need new one""".split()
+)
+
+
+def query_words(text: str) -> list[str]:
+    """The distinct content words of a task, lowercased, in order (no stemming: the database stems)."""
+    words = re.findall(r"[^\W_]+", (text or "").lower())
+    kept = [w for w in words if w not in _STOPWORDS and (len(w) > 2 or w.isdigit())]
+    return list(dict.fromkeys(kept))[:MAX_WORDS]
+
+
+def _tag_hits(column: str, tags: list[str]) -> Any:
+    if not tags:
+        return Value(0)
+    hits = [Case(When(**{f"{column}__contains": f" {t} "}, then=1), default=0) for t in tags]
+    total: Any = hits[0]
+    for hit in hits[1:]:
+        total = total + hit
+    return ExpressionWrapper(total, output_field=IntegerField())
+
+
+def ranked(
+    *,
+    candidates: QuerySet[Experience],
+    tags: dict[str, list[str]],
+    words: list[str],
+    weights: dict[str, float],
+    limit: int,
+) -> list[dict[str, Any]]:
+    """The best `limit` candidates as {pk, intent_hits, state_hits, rank}, best first.
+
+    A candidate shares a tag or a word with the task; `rank` is the database's
+    full-text rank in [0, 1); `weights` are the intent, state, rank and trust
+    weights the order uses (memory/retrieval/search.py re-scores the rows).
+    """
+    annotated = candidates.annotate(
+        intent_hits=_tag_hits("intent_index", tags["intent"]),
+        state_hits=_tag_hits("state_index", tags["state"]),
+    )
+    if connection.vendor == "postgresql":
+        return _ranked_postgresql(annotated, words, weights, limit)
+    return _ranked_sqlite(annotated, words, weights, limit)
+
+
+def _trust() -> Any:
+    """(helpful - harmful) / (helpful + harmful + 1) / 2 + (confidence - 0.5): in (-1, 1)."""
+    votes = (F("helpful") - F("harmful")) / (F("helpful") + F("harmful") + Value(1.0))
+    return votes / Value(2.0) + F("confidence") - Value(0.5)
+
+
+def _relevance(weights: dict[str, float]) -> Any:
+    return ExpressionWrapper(
+        Value(weights["intent"]) * F("intent_hits")
+        + Value(weights["state"]) * F("state_hits")
+        + Value(weights["rank"]) * F("text"),
+        output_field=FloatField(),
+    )
+
+
+def _rows(queryset: QuerySet[Experience], limit: int) -> list[dict[str, Any]]:
+    fields = ("pk", "intent_hits", "state_hits", "text")
+    return [_row(row) for row in queryset.values_list(*fields)[:limit]]
+
+
+def _row(row: Any) -> dict[str, Any]:
+    pk, intent_hits, state_hits, rank = row
+    return {"pk": pk, "intent_hits": intent_hits, "state_hits": state_hits, "rank": float(rank or 0.0)}
+
+
+def _pg_vector() -> RawSQL:
+    return RawSQL('"memory_experience"."search_vector"', [], output_field=SearchVectorField())
+
+
+def _pg_query(words: list[str]) -> SearchQuery:
+    # raw tsquery "w1 | w2 | ...": every word is [^\W_]+ (query_words), so no operator can slip in
+    return SearchQuery(" | ".join(words), config="english", search_type="raw")
+
+
+def _ranked_postgresql(
+    annotated: QuerySet[Experience], words: list[str], weights: dict[str, float], limit: int
+) -> list[dict[str, Any]]:
+    matched = Q(intent_hits__gt=0) | Q(state_hits__gt=0)
+    if words:
+        query = _pg_query(words)
+        annotated = annotated.annotate(
+            vector=_pg_vector(),
+            text=SearchRank(
+                F("vector"), query, weights=PG_WEIGHTS, normalization=PG_NORMALIZATION, cover_density=True
+            ),
+        )
+        matched |= Q(vector=query)
+    else:
+        annotated = annotated.annotate(text=Value(0.0, output_field=FloatField()))
+    best = (
+        annotated.filter(matched)
+        .annotate(score=_relevance(weights) + Value(weights["trust"]) * _trust())
+        .order_by("-score", "-helpful", "code")
+    )
+    return _rows(best, limit)
+
+
+def _ranked_sqlite(
+    annotated: QuerySet[Experience], words: list[str], weights: dict[str, float], limit: int
+) -> list[dict[str, Any]]:
+    """Raw SQL around the ORM's candidate query: FTS5 tables cannot be joined by the ORM,
+    and a LEFT JOIN runs the MATCH once (a correlated subquery would run it per row)."""
+    columns = ("id", "intent_hits", "state_hits")
+    candidates, params = annotated.values(*columns).query.sql_with_params()
+    fts = "SELECT NULL AS id, NULL AS b WHERE 0"
+    fts_params: list[Any] = []
+    if words:
+        weights_sql = ", ".join(map(str, FTS_WEIGHTS))
+        fts = f"SELECT rowid AS id, -bm25({FTS_TABLE}, {weights_sql}) AS b FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s"
+        fts_params = [_fts_query(words)]
+    w = weights
+    text = f"coalesce(f.b / (f.b + {BM25_HALF!r}), 0.0)"
+    relevance = f"{w['intent']!r} * c.intent_hits + {w['state']!r} * c.state_hits + {w['rank']!r} * {text}"
+    sql = f"""
+        SELECT c.id, c.intent_hits, c.state_hits, {text} AS text
+        FROM ({candidates}) c JOIN memory_experience e ON e.id = c.id LEFT JOIN ({fts}) f ON f.id = c.id
+        WHERE c.intent_hits > 0 OR c.state_hits > 0 OR f.id IS NOT NULL
+        ORDER BY {relevance}
+                 + {w["trust"]!r} * ((e.helpful - e.harmful) / (e.helpful + e.harmful + 1.0) / 2.0
+                                     + e.confidence - 0.5) DESC,
+                 e.helpful DESC, e.code
+        LIMIT %s
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, *fts_params, limit])
+        return [_row(row) for row in cursor.fetchall()]
+
+
+def _fts_query(words: list[str]) -> str:
+    return " OR ".join(f'"{w}"' for w in words)
+
+
+def matched_words(pks: list[int], words: list[str]) -> dict[int, list[str]]:
+    """For each of a few experiences, the task words its full-text index matched (for the trace)."""
+    out: dict[int, list[str]] = {pk: [] for pk in pks}
+    if not pks or not words:
+        return out
+    ids = ", ".join(str(int(pk)) for pk in pks)
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            columns = ", ".join("search_vector @@ to_tsquery('english', %s)" for _ in words)
+            cursor.execute(f"SELECT id, {columns} FROM memory_experience WHERE id IN ({ids})", words)
+            for pk, *hits in cursor.fetchall():
+                out[pk] = [w for w, hit in zip(words, hits, strict=True) if hit]
+            return out
+        parts = " UNION ALL ".join(
+            f"SELECT rowid, %s FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s AND rowid IN ({ids})"
+            for _ in words
+        )
+        cursor.execute(parts, [p for w in words for p in (w, f'"{w}"')])
+        for pk, word in cursor.fetchall():
+            out[pk].append(word)
+    for pk in out:
+        out[pk] = [w for w in words if w in out[pk]]
+    return out
