@@ -4,7 +4,8 @@ PostgreSQL: `search_vector`, a generated (always in sync) tsvector weighted
 tags A, condition B, rule C, category D, with a GIN index.
 
 SQLite: `memory_experience_fts`, an FTS5 table (porter stemming) with the same
-four columns, kept in sync by triggers on `memory_experience`, so every write
+four columns plus `tagset` (each canonical tag as one token, "i_speed_up",
+"s_docker", so tag matches are index look-ups too, not a scan), kept in sync by triggers on `memory_experience`, so every write
 path (save, bulk_create, queryset update and delete, raw SQL) keeps it true
 without the services having to remember. Django rebuilds a SQLite table to
 alter it (copy, drop, rename), which drops its triggers: `ensure_sqlite_fulltext`
@@ -18,7 +19,13 @@ from typing import Any
 
 FTS_TABLE = "memory_experience_fts"
 _TAGS = "replace(new.intent_index || ' ' || new.state_index, '_', ' ')"
+# " a  b " -> "i_a i_b": the index columns hold " tag " runs (Experience.build_indexes)
+_TAGSET = (
+    "replace(' ' || trim(new.intent_index), ' ', ' i_') || replace(' ' || trim(new.state_index), ' ', ' s_')"
+)
 _TAGS_OF_ROW = _TAGS.replace("new.", "")
+_TAGSET_OF_ROW = _TAGSET.replace("new.", "")
+FTS_COLUMNS = "tags, condition, rule, category, tagset"
 
 POSTGRESQL_VECTOR = (
     "setweight(to_tsvector('english', replace(coalesce(intent_index, '') || ' ' || coalesce(state_index, ''),"
@@ -35,8 +42,8 @@ POSTGRESQL_FORWARD = [
 ]
 
 _INSERT = (
-    f"INSERT INTO {FTS_TABLE}(rowid, tags, condition, rule, category) "
-    f"VALUES (new.id, {_TAGS}, new.condition, new.rule, new.category)"
+    f"INSERT INTO {FTS_TABLE}(rowid, {FTS_COLUMNS}) "
+    f"VALUES (new.id, {_TAGS}, new.condition, new.rule, new.category, {_TAGSET})"
 )
 SQLITE_TRIGGERS = {
     "memory_experience_fts_insert": f"AFTER INSERT ON memory_experience BEGIN {_INSERT}; END",
@@ -68,14 +75,14 @@ def ensure_sqlite_fulltext(connection: Any) -> bool:
             return False
         cursor.execute(
             f"CREATE VIRTUAL TABLE IF NOT EXISTS {FTS_TABLE} "
-            "USING fts5(tags, condition, rule, category, tokenize = 'porter unicode61')"
+            f"USING fts5({FTS_COLUMNS}, tokenize = \"porter unicode61 tokenchars '_'\")"
         )
         for name, body in SQLITE_TRIGGERS.items():
             cursor.execute(f"CREATE TRIGGER IF NOT EXISTS {name} {body}")
         cursor.execute(f"DELETE FROM {FTS_TABLE}")
         cursor.execute(
-            f"INSERT INTO {FTS_TABLE}(rowid, tags, condition, rule, category) "
-            f"SELECT id, {_TAGS_OF_ROW}, condition, rule, category FROM memory_experience"
+            f"INSERT INTO {FTS_TABLE}(rowid, {FTS_COLUMNS}) "
+            f"SELECT id, {_TAGS_OF_ROW}, condition, rule, category, {_TAGSET_OF_ROW} FROM memory_experience"
         )
     return True
 

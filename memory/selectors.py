@@ -9,6 +9,7 @@ from django.db.models import QuerySet
 
 from memory.filters import ExperienceFilter
 from memory.models import Experience, ExperienceStatus
+from traces.models import TraceEvent
 
 
 def experiences_visible_to(user: Any) -> QuerySet[Experience]:
@@ -36,3 +37,17 @@ def tag_counts(*, statuses: tuple[str, ...] | None = None) -> dict[str, Counter[
         counts["state"].update(state_index.split())
         counts["intent"].update(intent_index.split())
     return counts
+
+
+def experiences_injected(trace: Any, *, runs: int = 20) -> list[dict[str, Any]]:
+    """Why each experience was given to the trace's runs (their `experiences_retrieved`
+    events, newest first): code, score, relevance and the tags and words it matched."""
+    events = TraceEvent.objects.filter(trace=trace, type="experiences_retrieved").order_by("-event_id")
+    shown: dict[str, dict[str, Any]] = {}
+    for payload in events.values_list("payload", flat=True)[:runs]:
+        for why in payload.get("why") or []:
+            if isinstance(why, dict) and why.get("code"):
+                shown.setdefault(
+                    why["code"], {**why, "floor": payload.get("floor"), "tags": payload.get("tags")}
+                )
+    return list(shown.values())

@@ -31,8 +31,8 @@ from memory.models import Experience
 # ts_rank_cd weights in PostgreSQL's order {D, C, B, A}: category, rule, condition, tags.
 PG_WEIGHTS = [0.1, 0.3, 0.6, 1.0]
 PG_NORMALIZATION = 1 | 32
-# bm25 column weights in the FTS table's column order: tags, condition, rule, category.
-FTS_WEIGHTS = (1.0, 0.6, 0.3, 0.1)
+# bm25 column weights in the FTS table's column order: tags, condition, rule, category, tagset.
+FTS_WEIGHTS = (1.0, 0.6, 0.3, 0.1, 0.0)  # the tagset column is matched by tag, not ranked
 BM25_HALF = 4.0  # the bm25 score that maps to text rank 0.5 (calibrated by bench/retrieval.py)
 from memory.fulltext import FTS_TABLE  # noqa: E402
 
@@ -79,13 +79,13 @@ def ranked(
     full-text rank in [0, 1); `weights` are the intent, state, rank and trust
     weights the order uses (memory/retrieval/search.py re-scores the rows).
     """
+    if connection.vendor != "postgresql":
+        return _ranked_sqlite(candidates, tags, words, weights, limit)
     annotated = candidates.annotate(
         intent_hits=_tag_hits("intent_index", tags["intent"]),
         state_hits=_tag_hits("state_index", tags["state"]),
     )
-    if connection.vendor == "postgresql":
-        return _ranked_postgresql(annotated, words, weights, limit)
-    return _ranked_sqlite(annotated, words, weights, limit)
+    return _ranked_postgresql(annotated, tags, words, weights, limit)
 
 
 def _trust() -> Any:
@@ -123,18 +123,27 @@ def _pg_query(words: list[str]) -> SearchQuery:
 
 
 def _ranked_postgresql(
-    annotated: QuerySet[Experience], words: list[str], weights: dict[str, float], limit: int
+    annotated: QuerySet[Experience],
+    tags: dict[str, list[str]],
+    words: list[str],
+    weights: dict[str, float],
+    limit: int,
 ) -> list[dict[str, Any]]:
+    """One query. Every candidate matches the task's words or its tags' words (a tag's
+    words are in the vector at weight A), so the GIN index picks the rows first;
+    tag hits and ts_rank_cd are computed for those only."""
+    tag_words = [w for kind in ("intent", "state") for t in tags[kind] for w in re.findall(r"[^\W_]+", t)]
+    prefilter = _pg_query(list(dict.fromkeys([*words, *tag_words])))
+    annotated = annotated.annotate(vector=_pg_vector()).filter(vector=prefilter)
     matched = Q(intent_hits__gt=0) | Q(state_hits__gt=0)
     if words:
         query = _pg_query(words)
         annotated = annotated.annotate(
-            vector=_pg_vector(),
             text=SearchRank(
                 F("vector"), query, weights=PG_WEIGHTS, normalization=PG_NORMALIZATION, cover_density=True
             ),
         )
-        matched |= Q(vector=query)
+        matched |= Q(text__gt=0)
     else:
         annotated = annotated.annotate(text=Value(0.0, output_field=FloatField()))
     best = (
@@ -146,12 +155,28 @@ def _ranked_postgresql(
 
 
 def _ranked_sqlite(
-    annotated: QuerySet[Experience], words: list[str], weights: dict[str, float], limit: int
+    annotated: QuerySet[Experience],
+    tags: dict[str, list[str]],
+    words: list[str],
+    weights: dict[str, float],
+    limit: int,
 ) -> list[dict[str, Any]]:
-    """Raw SQL around the ORM's candidate query: FTS5 tables cannot be joined by the ORM,
-    and a LEFT JOIN runs the MATCH once (a correlated subquery would run it per row)."""
-    columns = ("id", "intent_hits", "state_hits")
-    candidates, params = annotated.values(*columns).query.sql_with_params()
+    """Raw SQL around the ORM's candidate query (FTS5 tables cannot be joined by the ORM).
+
+    Word matches and tag matches both come from the FTS5 index (tags as `tagset`
+    tokens), each MATCH run once (MATERIALIZED); only those rows are read from
+    `memory_experience`, by primary key: no scan of the table.
+    """
+    candidates, params = annotated.values("id").query.sql_with_params()
+    matches = ["SELECT NULL AS id, NULL AS i, NULL AS s WHERE 0"]
+    match_params: list[Any] = []
+    for kind, prefix in (("intent", "i"), ("state", "s")):
+        for tag in tags[kind]:
+            one, other = ("1", "0") if kind == "intent" else ("0", "1")
+            matches.append(
+                f"SELECT rowid AS id, {one} AS i, {other} AS s FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s"
+            )
+            match_params.append(f'{{tagset}} : "{prefix}_{tag}"')
     fts = "SELECT NULL AS id, NULL AS b WHERE 0"
     fts_params: list[Any] = []
     if words:
@@ -160,11 +185,15 @@ def _ranked_sqlite(
         fts_params = [_fts_query(words)]
     w = weights
     text = f"coalesce(f.b / (f.b + {BM25_HALF!r}), 0.0)"
-    relevance = f"{w['intent']!r} * c.intent_hits + {w['state']!r} * c.state_hits + {w['rank']!r} * {text}"
+    intent_hits, state_hits = "coalesce(t.i, 0)", "coalesce(t.s, 0)"
+    relevance = f"{w['intent']!r} * {intent_hits} + {w['state']!r} * {state_hits} + {w['rank']!r} * {text}"
     sql = f"""
-        SELECT c.id, c.intent_hits, c.state_hits, {text} AS text
-        FROM ({candidates}) c JOIN memory_experience e ON e.id = c.id LEFT JOIN ({fts}) f ON f.id = c.id
-        WHERE c.intent_hits > 0 OR c.state_hits > 0 OR f.id IS NOT NULL
+        WITH f AS MATERIALIZED ({fts}),
+             t AS MATERIALIZED (SELECT id, sum(i) AS i, sum(s) AS s FROM ({" UNION ALL ".join(matches)}) GROUP BY id),
+             c AS (SELECT id FROM f UNION SELECT id FROM t)
+        SELECT c.id, {intent_hits}, {state_hits}, {text}
+        FROM c JOIN memory_experience e ON e.id = c.id LEFT JOIN f ON f.id = c.id LEFT JOIN t ON t.id = c.id
+        WHERE c.id IN ({candidates})
         ORDER BY {relevance}
                  + {w["trust"]!r} * ((e.helpful - e.harmful) / (e.helpful + e.harmful + 1.0) / 2.0
                                      + e.confidence - 0.5) DESC,
@@ -172,7 +201,7 @@ def _ranked_sqlite(
         LIMIT %s
     """
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*params, *fts_params, limit])
+        cursor.execute(sql, [*fts_params, *match_params, *params, limit])
         return [_row(row) for row in cursor.fetchall()]
 
 
@@ -181,7 +210,8 @@ def _fts_query(words: list[str]) -> str:
 
 
 def matched_words(pks: list[int], words: list[str]) -> dict[int, list[str]]:
-    """For each of a few experiences, the task words its full-text index matched (for the trace)."""
+    """For each of a few experiences, the task words its tags or condition match (stemmed by
+    the database): the words that say the lesson applies, not words of its advice."""
     out: dict[int, list[str]] = {pk: [] for pk in pks}
     if not pks or not words:
         return out
@@ -189,15 +219,17 @@ def matched_words(pks: list[int], words: list[str]) -> dict[int, list[str]]:
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             columns = ", ".join("search_vector @@ to_tsquery('english', %s)" for _ in words)
-            cursor.execute(f"SELECT id, {columns} FROM memory_experience WHERE id IN ({ids})", words)
+            weighted = [f"{w}:AB" for w in words]  # A tags, B condition (memory/fulltext.py)
+            cursor.execute(f"SELECT id, {columns} FROM memory_experience WHERE id IN ({ids})", weighted)
             for pk, *hits in cursor.fetchall():
                 out[pk] = [w for w, hit in zip(words, hits, strict=True) if hit]
             return out
+        # "+rowid": without the +, SQLite hands the IN list to FTS5, which then reads every row
         parts = " UNION ALL ".join(
-            f"SELECT rowid, %s FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s AND rowid IN ({ids})"
+            f"SELECT rowid, %s FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s AND +rowid IN ({ids})"
             for _ in words
         )
-        cursor.execute(parts, [p for w in words for p in (w, f'"{w}"')])
+        cursor.execute(parts, [p for w in words for p in (w, f'{{tags condition}} : "{w}"')])
         for pk, word in cursor.fetchall():
             out[pk].append(word)
     for pk in out:

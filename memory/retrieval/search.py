@@ -1,11 +1,11 @@
 """Ranking experiences for a task (M4, M5), with a relevance floor.
 
     relevance = 4 * intent tags shared + 2 * state tags shared       (intent > state)
-              + 3 * coverage: share of the task's words the full-text index matched (stemmed)
+              + 3 * coverage: share of the task's words its tags or condition match (stemmed)
     score     = relevance
-              + 2 * rank: the database's own full-text rank in [0, 1) (ts_rank_cd / bm25:
+              + 3 * rank: the database's own full-text rank in [0, 1) (ts_rank_cd / bm25:
                 field weights, length normalisation, IDF on SQLite; memory/retrieval/lexical.py)
-              + trust: votes / 2 + (confidence - 0.5), in (-1, 1)     (never outweighs a tag)
+              + 0.5 * trust: votes / 2 + (confidence - 0.5), in (-1, 1)  (never outweighs a tag)
               + 3 * embedding similarity   (cosine; only with AGENT_EMBEDDING_MODEL)
 
 An experience is returned only when its relevance reaches
@@ -34,7 +34,7 @@ from memory.retrieval.embeddings import cosine
 from memory.retrieval.lexical import matched_words, query_words, ranked
 from memory.tags import normalize_tags
 
-WEIGHTS = {"intent": 4.0, "state": 2.0, "text": 3.0, "rank": 2.0, "trust": 1.0}
+WEIGHTS = {"intent": 4.0, "state": 2.0, "text": 3.0, "rank": 3.0, "trust": 0.5}
 POOL = 50  # rows the database ranks first, then scored here
 EMBEDDING_WEIGHT = 3.0
 
