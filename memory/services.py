@@ -14,6 +14,7 @@ from django.utils import timezone
 from memory import experiences_md
 from memory.experiences_md import ExperienceData
 from memory.models import Experience, ExperienceSource, ExperienceStatus
+from memory.tags import canonical_tag, normalize_tag, normalize_tags
 from traces.models import Trace
 
 CITATION = re.compile(r"\[(ex_\d{3,})\]")
@@ -101,6 +102,29 @@ def experience_mark(*, experience: Experience, helpful: bool) -> Experience:
     Experience.objects.filter(pk=experience.pk).update(**{field: F(field) + 1, "updated_at": timezone.now()})
     experience.refresh_from_db()
     return experience
+
+
+def experience_tags_merge(*, codes: list[str], sources: list[str], target: str) -> int:
+    """Replace the tags `sources` (compared in canonical form) by `target` in the experiences
+    `codes`, both kinds; returns how many experiences changed. Raises ValueError on an
+    empty source or target."""
+    merged = normalize_tag(target)
+    wanted = {canonical_tag(tag) for tag in sources if canonical_tag(tag)}
+    if not merged or not wanted:
+        raise ValueError("name the tags to merge and the tag to merge them into")
+    changed = 0
+    with transaction.atomic():
+        for experience in Experience.objects.select_for_update().filter(code__in=codes):
+            tags = normalize_tags(experience.tags)
+            new = {
+                kind: list(dict.fromkeys(merged if canonical_tag(t) in wanted else t for t in tags[kind]))
+                for kind in ("state", "intent")
+            }
+            if new != tags:
+                experience.tags = new
+                experience.save(update_fields=["tags"])
+                changed += 1
+    return changed
 
 
 # --- runs: citations and outcomes ------------------------------------------------

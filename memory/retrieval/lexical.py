@@ -23,7 +23,7 @@ from typing import Any
 
 from django.contrib.postgres.search import SearchQuery, SearchRank, SearchVectorField
 from django.db import connection
-from django.db.models import Case, ExpressionWrapper, F, FloatField, IntegerField, Q, QuerySet, Value, When
+from django.db.models import Case, ExpressionWrapper, F, FloatField, IntegerField, QuerySet, Value, When
 from django.db.models.expressions import RawSQL
 
 from memory.models import Experience
@@ -37,6 +37,7 @@ BM25_HALF = 4.0  # the bm25 score that maps to text rank 0.5 (calibrated by benc
 from memory.fulltext import FTS_TABLE  # noqa: E402
 
 MAX_WORDS = 24
+RANK_POOL = 200  # PostgreSQL: rows ts_rank_cd is computed for (the best by tags and covered words)
 
 _STOPWORDS = frozenset(
     """a about above after again all also an and any are as at be been before being below between both but by
@@ -67,7 +68,8 @@ def _tag_hits(column: str, tags: list[str]) -> Any:
 
 def ranked(
     *,
-    candidates: QuerySet[Experience],
+    statuses: list[str],
+    scopes: list[str],
     tags: dict[str, list[str]],
     words: list[str],
     weights: dict[str, float],
@@ -75,13 +77,14 @@ def ranked(
 ) -> list[dict[str, Any]]:
     """The best `limit` candidates as {pk, intent_hits, state_hits, rank}, best first.
 
-    A candidate shares a tag or a word with the task; `rank` is the database's
+    A candidate is in `statuses` and `scopes` and shares a tag or a word with the
+    task; `rank` is the database's
     full-text rank in [0, 1); `weights` are the intent, state, rank and trust
     weights the order uses (memory/retrieval/search.py re-scores the rows).
     """
     if connection.vendor != "postgresql":
-        return _ranked_sqlite(candidates, tags, words, weights, limit)
-    annotated = candidates.annotate(
+        return _ranked_sqlite(statuses, scopes, tags, words, weights, limit)
+    annotated = Experience.objects.filter(status__in=statuses, scope__in=scopes).annotate(
         intent_hits=_tag_hits("intent_index", tags["intent"]),
         state_hits=_tag_hits("state_index", tags["state"]),
     )
@@ -129,33 +132,59 @@ def _ranked_postgresql(
     weights: dict[str, float],
     limit: int,
 ) -> list[dict[str, Any]]:
-    """One query. Every candidate matches the task's words or its tags' words (a tag's
-    words are in the vector at weight A), so the GIN index picks the rows first;
-    tag hits and ts_rank_cd are computed for those only."""
+    """Two stages in one query. Every candidate matches the task's words or its tags'
+    words (a tag's words are in the vector at weight A), so the GIN index picks the
+    rows; the inner query keeps the best RANK_POOL by tags and by the number of task
+    words in their tags or condition (cheap `@@` tests); ts_rank_cd, which reads
+    every position, runs on those only."""
     tag_words = [w for kind in ("intent", "state") for t in tags[kind] for w in re.findall(r"[^\W_]+", t)]
     prefilter = _pg_query(list(dict.fromkeys([*words, *tag_words])))
     annotated = annotated.annotate(vector=_pg_vector()).filter(vector=prefilter)
-    matched = Q(intent_hits__gt=0) | Q(state_hits__gt=0)
-    if words:
-        query = _pg_query(words)
-        annotated = annotated.annotate(
-            text=SearchRank(
-                F("vector"), query, weights=PG_WEIGHTS, normalization=PG_NORMALIZATION, cover_density=True
+    hits = [
+        Case(When(vector=SearchQuery(f"{w}:AB", config="english", search_type="raw"), then=1), default=0)
+        for w in words
+    ]
+    covered: Any = Value(0)
+    for hit in hits:
+        covered = covered + hit
+    pool = (
+        annotated.annotate(
+            covered=ExpressionWrapper(covered, output_field=IntegerField()),
+            cheap=ExpressionWrapper(
+                Value(weights["intent"]) * F("intent_hits")
+                + Value(weights["state"]) * F("state_hits")
+                + Value(weights["text"] / max(len(words), 1)) * F("covered"),
+                output_field=FloatField(),
             ),
         )
-        matched |= Q(text__gt=0)
+        .order_by("-cheap", "-helpful", "code")
+        .values("pk")[:RANK_POOL]
+    )
+    best = Experience.objects.filter(pk__in=pool).annotate(
+        intent_hits=_tag_hits("intent_index", tags["intent"]),
+        state_hits=_tag_hits("state_index", tags["state"]),
+    )
+    if words:
+        best = best.annotate(
+            text=SearchRank(
+                _pg_vector(),
+                _pg_query(words),
+                weights=PG_WEIGHTS,
+                normalization=PG_NORMALIZATION,
+                cover_density=True,
+            ),
+        )
     else:
-        annotated = annotated.annotate(text=Value(0.0, output_field=FloatField()))
-    best = (
-        annotated.filter(matched)
-        .annotate(score=_relevance(weights) + Value(weights["trust"]) * _trust())
-        .order_by("-score", "-helpful", "code")
+        best = best.annotate(text=Value(0.0, output_field=FloatField()))
+    best = best.annotate(score=_relevance(weights) + Value(weights["trust"]) * _trust()).order_by(
+        "-score", "-helpful", "code"
     )
     return _rows(best, limit)
 
 
 def _ranked_sqlite(
-    annotated: QuerySet[Experience],
+    statuses: list[str],
+    scopes: list[str],
     tags: dict[str, list[str]],
     words: list[str],
     weights: dict[str, float],
@@ -165,9 +194,11 @@ def _ranked_sqlite(
 
     Word matches and tag matches both come from the FTS5 index (tags as `tagset`
     tokens), each MATCH run once (MATERIALIZED); only those rows are read from
-    `memory_experience`, by primary key: no scan of the table.
+    `memory_experience`, by primary key, and filtered by status and scope there:
+    no scan of the (wide) table.
     """
-    candidates, params = annotated.values("id").query.sql_with_params()
+    params = [*statuses, *scopes]
+    in_statuses, in_scopes = ", ".join(["%s"] * len(statuses)), ", ".join(["%s"] * len(scopes))
     matches = ["SELECT NULL AS id, NULL AS i, NULL AS s WHERE 0"]
     match_params: list[Any] = []
     for kind, prefix in (("intent", "i"), ("state", "s")):
@@ -193,7 +224,7 @@ def _ranked_sqlite(
              c AS (SELECT id FROM f UNION SELECT id FROM t)
         SELECT c.id, {intent_hits}, {state_hits}, {text}
         FROM c JOIN memory_experience e ON e.id = c.id LEFT JOIN f ON f.id = c.id LEFT JOIN t ON t.id = c.id
-        WHERE c.id IN ({candidates})
+        WHERE e.status IN ({in_statuses}) AND e.scope IN ({in_scopes})
         ORDER BY {relevance}
                  + {w["trust"]!r} * ((e.helpful - e.harmful) / (e.helpful + e.harmful + 1.0) / 2.0
                                      + e.confidence - 0.5) DESC,

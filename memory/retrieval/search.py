@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Q
 
 from memory.models import Experience, ExperienceStatus
 from memory.retrieval.embeddings import cosine
@@ -63,14 +62,14 @@ class Scored:
         }
 
 
-def scope_filter(*, agent_type: str | None, user_id: int | None) -> Q:
+def scopes_for(*, agent_type: str | None, user_id: int | None) -> list[str]:
     """Experiences for everyone, for this agent type, or for this user (seed 003's scope)."""
     scopes = [""]
     if agent_type:
         scopes += [f"agent:{agent_type}", agent_type]
     if user_id is not None:
         scopes.append(f"user:{user_id}")
-    return Q(scope__in=scopes)
+    return scopes
 
 
 def experience_search(
@@ -97,10 +96,14 @@ def experience_search(
     words = query_words(text)
     if k <= 0 or not (tags["intent"] or tags["state"] or words):
         return []
-    candidates = Experience.objects.filter(status__in=statuses).filter(
-        scope_filter(agent_type=agent_type, user_id=user_id)
+    rows = ranked(
+        statuses=list(statuses),
+        scopes=scopes_for(agent_type=agent_type, user_id=user_id),
+        tags=tags,
+        words=words,
+        weights=WEIGHTS,
+        limit=max(POOL, k),
     )
-    rows = ranked(candidates=candidates, tags=tags, words=words, weights=WEIGHTS, limit=max(POOL, k))
     loaded = Experience.objects.all() if query_embedding else Experience.objects.defer("embedding")
     experiences = loaded.in_bulk([row["pk"] for row in rows])
     matched = matched_words([row["pk"] for row in rows], words)

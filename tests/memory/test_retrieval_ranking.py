@@ -68,7 +68,9 @@ def test_canonical_tags_meet_across_spellings(make_experience):
 
 
 def test_user_scope_reaches_only_that_users_runs(make_experience, expert, stranger):
-    mine = make_experience(rule="Use my staging host.", tags={"intent": ["deploy"]}, scope=f"user:{expert.pk}")
+    mine = make_experience(
+        rule="Use my staging host.", tags={"intent": ["deploy"]}, scope=f"user:{expert.pk}"
+    )
     everyone = make_experience(rule="Tag the release.", tags={"intent": ["deploy"]})
 
     assert set(codes(experience_search(tags={"intent": ["deploy"]}, user_id=expert.pk))) == {
