@@ -132,7 +132,7 @@ def _ranked_postgresql(
     weights: dict[str, float],
     limit: int,
 ) -> list[dict[str, Any]]:
-    """Two stages in one query. Every candidate matches the task's words or its tags'
+    """Two stages. Every candidate matches the task's words or its tags'
     words (a tag's words are in the vector at weight A), so the GIN index picks the
     rows; the inner query keeps the best RANK_POOL by tags and by the number of task
     words in their tags or condition (cheap `@@` tests); ts_rank_cd, which reads
@@ -158,9 +158,11 @@ def _ranked_postgresql(
             ),
         )
         .order_by("-cheap", "-helpful", "code")
-        .values("pk")[:RANK_POOL]
+        .values_list("pk", flat=True)[:RANK_POOL]
     )
-    best = Experience.objects.filter(pk__in=pool).annotate(
+    # two queries, not a subquery: the raw "memory_experience"."search_vector" would bind
+    # to the outer query's table inside one and correlate it (a scan per row)
+    best = Experience.objects.filter(pk__in=list(pool)).annotate(
         intent_hits=_tag_hits("intent_index", tags["intent"]),
         state_hits=_tag_hits("state_index", tags["state"]),
     )
