@@ -236,6 +236,8 @@ AGENT_LEASE_SECONDS = env_int("AGENT_LEASE_SECONDS", 30, minimum=2)
 AGENT_STOP_POLL_SECONDS = env_float("AGENT_STOP_POLL_SECONDS", 0.25, minimum=0.01)
 # Memory (M4, M6): experiences retrieved per new trace, optional embeddings, skill dirs.
 AGENT_EXPERIENCE_TOP_K = env_int("AGENT_EXPERIENCE_TOP_K", 5, minimum=0)
+# relevance (tags + full text) an experience needs to be injected (memory/retrieval/search.py)
+AGENT_EXPERIENCE_MIN_SCORE = env_float("AGENT_EXPERIENCE_MIN_SCORE", 0.75, minimum=0.0)
 AGENT_EMBEDDING_MODEL = env_str("AGENT_EMBEDDING_MODEL")
 AGENT_EMBEDDING_API_BASE = env_str("AGENT_EMBEDDING_API_BASE") or AGENT_API_BASE
 AGENT_EMBEDDING_API_KEY = env_str("AGENT_EMBEDDING_API_KEY") or AGENT_API_KEY

@@ -1,20 +1,25 @@
-"""Experience retrieval (M4): quality on a labeled set, latency over 10,000 experiences.
+"""Experience retrieval (M4): quality on two labeled sets, latency over 10,000 experiences.
 
     python bench/retrieval.py                 # SQLite and a throwaway PostgreSQL
     python bench/retrieval.py --db sqlite     # one database
     python bench/retrieval.py --size 10000 --repeats 5
 
-Quality: `bench/data/retrieval_set.json` (60 approved experiences, 20 tasks, each
-with the 3 experiences written for it). A task's tags come from the set (no
-model), no embeddings. precision@3 = relevant in the top 3 / 3, recall@3 =
-relevant in the top 3 / relevant; averaged over tasks, for tags + full text (the
-product's ranking), tags only and full text only, then again with the labeled
-experiences hidden among the distractors.
+Quality. `bench/data/retrieval_set.json` ("easy": 60 approved experiences, 20
+tasks, each with the 3 experiences written for it, tags spelled alike) and
+`bench/data/retrieval_hard.json` ("hard": 36 experiences, 12 tasks written as
+paraphrases that share few words with their lessons and many across topics,
+tags spelled as a model might). A task's tags come from the set (no model), no
+embeddings, the product's floor (AGENT_EXPERIENCE_MIN_SCORE). precision@3 =
+relevant in the top 3 / 3, recall@3 = relevant in the top 3 / relevant, MRR =
+1 / rank of the first relevant (0 if none in the top 3); averaged over tasks,
+for tags + full text (the product's ranking), tags only and full text only:
+each set alone, then both hidden among the distractors.
 
-Latency: the labeled set plus generated distractors up to `--size` (80 %
-approved; text drawn from the labeled set's words, so nearly every one shares
-words with every task; 15 % carry the labeled set's tags, the rest other tags); each task's `experience_search` (k=5) is timed `--repeats`
-times after a warm-up; median and p95 over all calls.
+Latency: both sets plus generated distractors up to `--size` (80 % approved;
+text drawn from the sets' words, so nearly every one shares words with every
+task; 15 % carry the sets' tags, the rest other tags); each task's
+`experience_search` (k=5, with the "why" the trace records) is timed
+`--repeats` times after a warm-up; median and p95 over all calls.
 
 Each database runs in its own process (Django is configured once per process).
 """
@@ -34,7 +39,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT / "bench" / "data" / "retrieval_set.json"
+SETS = {
+    "easy": ROOT / "bench" / "data" / "retrieval_set.json",
+    "hard": ROOT / "bench" / "data" / "retrieval_hard.json",
+}
 
 
 def _worker(args: argparse.Namespace) -> None:
@@ -50,52 +58,63 @@ def _worker(args: argparse.Namespace) -> None:
     from memory.retrieval import experience_search
 
     call_command("migrate", verbosity=0)
-    data = json.loads(DATA.read_text(encoding="utf-8"))
-    labeled = [
-        Experience(
-            code=e["id"],
-            category=e["category"],
-            tags=e["tags"],
-            condition=e["condition"],
-            rule=e["rule"],
-            status=ExperienceStatus.APPROVED,
-            source="manual",
-        )
-        for e in data["experiences"]
-    ]
-    for experience in labeled:
-        experience.build_indexes()
-    Experience.objects.all().delete()
-    Experience.objects.bulk_create(labeled)
-    tasks = data["tasks"]
+    sets = {name: json.loads(path.read_text(encoding="utf-8")) for name, path in SETS.items()}
     vendor = connection.vendor
 
-    def quality(mode: str) -> tuple[float, float]:
-        precisions, recalls = [], []
-        for task in tasks:
+    def load(names: list[str]) -> list[Any]:
+        Experience.objects.all().delete()
+        labeled = [
+            Experience(
+                code=e["id"],
+                category=e["category"],
+                tags=e["tags"],
+                condition=e["condition"],
+                rule=e["rule"],
+                status=ExperienceStatus.APPROVED,
+                source="manual",
+            )
+            for name in names
+            for e in sets[name]["experiences"]
+        ]
+        for experience in labeled:
+            experience.build_indexes()
+        Experience.objects.bulk_create(labeled)
+        return labeled
+
+    def quality(name: str, mode: str) -> tuple[float, float, float]:
+        precisions, recalls, ranks = [], [], []
+        for task in sets[name]["tasks"]:
             tags = task["tags"] if mode in ("both", "tags") else {}
             text = task["task"] if mode in ("both", "text") else ""
             found = [s.experience.code for s in experience_search(tags=tags, text=text, k=3)]
             hits = len(set(found) & set(task["expected"]))
             precisions.append(hits / 3)
             recalls.append(hits / len(task["expected"]))
-        return statistics.mean(precisions), statistics.mean(recalls)
+            first = next((i for i, code in enumerate(found, 1) if code in task["expected"]), None)
+            ranks.append(1 / first if first else 0.0)
+        return statistics.mean(precisions), statistics.mean(recalls), statistics.mean(ranks)
 
-    rows = [(f"labeled set ({len(labeled)})", mode, *quality(mode)) for mode in ("both", "tags", "text")]
+    rows = []
+    for name in sets:
+        count = len(load([name]))
+        rows += [(f"{name} alone ({count})", mode, *quality(name, mode)) for mode in ("both", "tags", "text")]
+    labeled = load(list(sets))
     _add_distractors(Experience, ExperienceStatus, labeled, args.size - len(labeled))
     if vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE memory_experience")
     total = Experience.objects.count()
-    rows.append((f"among {total:,}", "both", *quality("both")))
+    for name in sets:
+        rows += [(f"{name} among {total:,}", mode, *quality(name, mode)) for mode in ("both", "tags", "text")]
 
+    tasks = [task for data in sets.values() for task in data["tasks"]]
     for task in tasks:  # warm-up
-        experience_search(tags=task["tags"], text=task["task"], k=5)
+        experience_search(tags=task["tags"], text=task["task"], k=5, explain=True)
     timings = []
     for _ in range(args.repeats):
         for task in tasks:
             started = time.perf_counter()
-            experience_search(tags=task["tags"], text=task["task"], k=5)
+            experience_search(tags=task["tags"], text=task["task"], k=5, explain=True)
             timings.append((time.perf_counter() - started) * 1000)
     timings.sort()
     print(
@@ -107,6 +126,7 @@ def _worker(args: argparse.Namespace) -> None:
                 "median_ms": statistics.median(timings),
                 "p95_ms": timings[int(len(timings) * 0.95) - 1],
                 "calls": len(timings),
+                "load": os.getloadavg(),
             }
         )
     )
@@ -156,13 +176,14 @@ def _run(kind: str, args: argparse.Namespace, url: str | None = None) -> dict[st
 
 
 def _print(result: dict[str, Any]) -> None:
-    print(f"\n{result['vendor']}: quality (precision@3 / recall@3, tags from the set, no embeddings)")
-    for name, mode, precision, recall in result["quality"]:
+    print(f"\n{result['vendor']}: quality (precision@3 / recall@3 / MRR, tags from the sets, no embeddings)")
+    for name, mode, precision, recall, mrr in result["quality"]:
         label = {"both": "tags + full text", "tags": "tags only", "text": "full text only"}[mode]
-        print(f"  {name:<22} {label:<17} P@3 {precision:.3f}   R@3 {recall:.3f}")
+        print(f"  {name:<22} {label:<17} P@3 {precision:.3f}   R@3 {recall:.3f}   MRR {mrr:.3f}")
     print(
         f"{result['vendor']}: latency over {result['total']:,} experiences, k=5, {result['calls']} calls: "
-        f"median {result['median_ms']:.1f} ms, p95 {result['p95_ms']:.1f} ms"
+        f"median {result['median_ms']:.1f} ms, p95 {result['p95_ms']:.1f} ms "
+        f"(load average {' / '.join(f'{x:.1f}' for x in result['load'])})"
     )
 
 

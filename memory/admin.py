@@ -6,6 +6,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.helpers import ActionForm
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
@@ -15,6 +16,7 @@ from django.utils.html import format_html, format_html_join
 from memory import services
 from memory.entries.gate import Draft, MemoryRefused, check
 from memory.models import AgentPreset, Experience, ExperienceStatus, MemoryEntry
+from memory.tags import canonical_tag
 
 
 class TagFilter(admin.SimpleListFilter):
@@ -38,11 +40,19 @@ class TagFilter(admin.SimpleListFilter):
             return queryset
         kind, tag = value.split(":", 1)
         column = "intent_index" if kind == "intent" else "state_index"
-        return queryset.filter(**{f"{column}__contains": f" {tag} "})
+        return queryset.filter(**{f"{column}__contains": f" {canonical_tag(tag)} "})
+
+
+class ExperienceActionForm(ActionForm):
+    """The action bar's extra fields, read by the *Merge tags* action."""
+
+    tags_from = forms.CharField(required=False, label="Merge tags", help_text="comma-separated")
+    tags_into = forms.CharField(required=False, label="into")
 
 
 @admin.register(Experience)
 class ExperienceAdmin(admin.ModelAdmin):
+    action_form = ExperienceActionForm
     list_display = (
         "code",
         "status",
@@ -89,7 +99,7 @@ class ExperienceAdmin(admin.ModelAdmin):
         ("created_at", "updated_at"),
     )
     raw_id_fields = ("trace",)
-    actions = ["approve", "retire", "back_to_draft", "export_markdown"]
+    actions = ["approve", "retire", "back_to_draft", "export_markdown", "merge_tags"]
     ordering = ("-updated_at",)
 
     @admin.display(description="condition")
@@ -142,6 +152,19 @@ class ExperienceAdmin(admin.ModelAdmin):
     @admin.action(description="Send the selected experiences back to draft")
     def back_to_draft(self, request: HttpRequest, queryset: QuerySet[Experience]) -> None:
         self._set_status(request, queryset, ExperienceStatus.DRAFT)
+
+    @admin.action(description="Merge tags (fields beside the action) in the selected experiences")
+    def merge_tags(self, request: HttpRequest, queryset: QuerySet[Experience]) -> None:
+        sources = [t for t in request.POST.get("tags_from", "").split(",") if t.strip()]
+        codes = list(queryset.values_list("code", flat=True))
+        try:
+            changed = services.experience_tags_merge(
+                codes=codes, sources=sources, target=request.POST.get("tags_into", "")
+            )
+        except ValueError as exc:
+            self.message_user(request, str(exc), messages.ERROR)
+            return
+        self.message_user(request, f"Tags merged in {changed} experience(s).", messages.SUCCESS)
 
     @admin.action(description="Download the selected experiences as experiences.md")
     def export_markdown(self, request: HttpRequest, queryset: QuerySet[Experience]) -> HttpResponse:

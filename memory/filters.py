@@ -13,7 +13,7 @@ from typing import ClassVar
 import django_filters
 from django.db.models import Q, QuerySet
 
-from memory.models import Experience, ExperienceSource, ExperienceStatus, normalize_tag
+from memory.models import Experience, ExperienceSource, ExperienceStatus, canonical_tag
 
 
 class ExperienceFilter(django_filters.FilterSet):
@@ -28,7 +28,7 @@ class ExperienceFilter(django_filters.FilterSet):
         fields: ClassVar[list[str]] = []
 
     def filter_tag(self, experiences: QuerySet[Experience], name: str, value: str) -> QuerySet[Experience]:
-        tag = f" {normalize_tag(value)} "  # the indexes hold " tag tag " (Experience.build_indexes)
+        tag = f" {canonical_tag(value)} "  # the indexes hold " tag tag ", canonical (build_indexes)
         return experiences.filter(Q(intent_index__contains=tag) | Q(state_index__contains=tag))
 
     def filter_text(self, experiences: QuerySet[Experience], name: str, value: str) -> QuerySet[Experience]:

@@ -2,7 +2,8 @@
 
 `system_prompt_for` adds the skills to the system prompt; `with_experiences`
 appends the retrieved experiences to the first user message and notes them in
-`trace.context["experiences"]` (so outcomes and citations can be credited).
+`trace.context["experiences"]` (so outcomes and citations can be credited) and in
+the `experiences_retrieved` event, with why each was chosen (the portal shows it).
 """
 
 from __future__ import annotations
@@ -72,7 +73,9 @@ def with_experiences(
     """`messages` with the top experiences appended to the first user message."""
     if not config.enable_memory:
         return messages
-    retrieval = retrieve_for_task(trace.task or "", utility_call=utility_call, agent_type=config.agent_type)
+    retrieval = retrieve_for_task(
+        trace.task or "", utility_call=utility_call, agent_type=config.agent_type, user_id=trace.owner_id
+    )
     if retrieval is None:
         return messages
     trace.context = {**(trace.context or {}), MEMORY_CONTEXT: retrieval.as_context()}

@@ -2,10 +2,11 @@
 
 An Experience is a condition + rule lesson with evidence, reviewed by experts
 (draft -> approved -> retired); only approved ones are retrieved by default (M5).
-`intent_index`, `state_index`, `search_text` and `search_terms` are
-denormalised copies of the tags and text, kept by `Experience.build_indexes()`, so retrieval can match tags
-and words with plain SQL on SQLite and PostgreSQL (where a generated tsvector
-column with a GIN index is added by migration 0003).
+`intent_index`, `state_index` and `search_text` are denormalised copies of the
+tags and text, kept by `Experience.build_indexes()`, so retrieval can match tags
+with plain SQL; the full-text indexes are the database's own (migration 0008: a
+weighted generated tsvector with a GIN index on PostgreSQL, an FTS5 table kept
+by triggers on SQLite).
 """
 
 from __future__ import annotations
@@ -17,6 +18,14 @@ from django.conf import settings
 from django.db import models
 from django.db.models.functions import Lower
 from django.utils import timezone
+
+from memory.tags import canonical_tag, normalize_tag, normalize_tags
+
+__all__ = [
+    "canonical_tag",
+    "normalize_tag",
+    "normalize_tags",
+]  # re-exported: the tag rules live in memory/tags.py
 
 CATEGORIES = ("tool_usage", "logic_flow", "environment", "domain", "communication", "other")
 CODE_RE = re.compile(r"^ex_\d{3,}$")
@@ -34,11 +43,6 @@ class ExperienceSource(models.TextChoices):
     MANUAL = "manual", "Manual"
 
 
-def normalize_tag(tag: Any) -> str:
-    """Tags are lowercase words joined by underscores: "Docker Build" -> "docker_build"."""
-    return "_".join(re.findall(r"\w+", str(tag).lower()))
-
-
 # A condition is the clause after "When" (the portal shows "When <condition>", an
 # agent reads "When <condition>: <rule>"), so a leading "when", "whenever" or "if"
 # that a model or a person wrote is the prefix said twice.
@@ -50,23 +54,6 @@ def normalize_condition(text: str | None) -> str:
     text = (text or "").strip()
     clause = _CONDITION_LEAD.sub("", text, count=1)
     return clause if clause else text
-
-
-def normalize_tags(tags: Any) -> dict[str, list[str]]:
-    """`{"state": [...], "intent": [...]}` with normalised, de-duplicated tags (order kept)."""
-    tags = tags if isinstance(tags, dict) else {}
-    out: dict[str, list[str]] = {}
-    for key in ("state", "intent"):
-        values = tags.get(key) or []
-        if isinstance(values, str):
-            values = [values]
-        seen: list[str] = []
-        for value in values:
-            tag = normalize_tag(value)
-            if tag and tag not in seen:
-                seen.append(tag)
-        out[key] = seen
-    return out
 
 
 class Experience(models.Model):
@@ -119,7 +106,6 @@ class Experience(models.Model):
     intent_index = models.TextField(blank=True, default="", editable=False)
     state_index = models.TextField(blank=True, default="", editable=False)
     search_text = models.TextField(blank=True, default="", editable=False)
-    search_terms = models.TextField(blank=True, default="", editable=False)
 
     class Meta:
         ordering = ["code"]
@@ -142,7 +128,6 @@ class Experience(models.Model):
                 "intent_index",
                 "state_index",
                 "search_text",
-                "search_terms",
                 "updated_at",
             }
         super().save(*args, **kwargs)
@@ -152,15 +137,13 @@ class Experience(models.Model):
         self.tags = normalize_tags(self.tags)
         self.rule = (self.rule or "").strip("\n")
         self.condition = normalize_condition(self.condition)
-        self.intent_index = "".join(f" {t} " for t in self.tags["intent"])
-        self.state_index = "".join(f" {t} " for t in self.tags["state"])
+        canonical = normalize_tags(self.tags, canonical=True)
+        self.intent_index = "".join(f" {t} " for t in canonical["intent"])
+        self.state_index = "".join(f" {t} " for t in canonical["state"])
         words = [*self.tags["intent"], *self.tags["state"]]
         self.search_text = "\n".join(
             [self.category, " ".join(w.replace("_", " ") for w in words), self.condition, self.rule]
         )
-        from memory.retrieval import terms
-
-        self.search_terms = "".join(f" {t} " for t in terms(self.search_text))
 
     @property
     def evidence_trace_id(self) -> str | None:
@@ -186,7 +169,15 @@ class Experience(models.Model):
         """How the experience is shown to an agent."""
         when = f"When {self.condition_clause.rstrip('.')}: " if self.condition else ""
         rule = " ".join(self.rule.split())
-        return f"- [{self.code}] {when}{rule} (helpful {self.helpful}, harmful {self.harmful})"
+        return f"- [{self.code}] {when}{rule} ({self.track_record()})"
+
+    def track_record(self) -> str:
+        """Votes and, once runs have used it, the success rate: what an agent weighs it by."""
+        record = f"helpful {self.helpful}, harmful {self.harmful}"
+        if self.outcome_runs:
+            rate = round(100 * self.outcome_successes / self.outcome_runs)
+            record += f", succeeded in {self.outcome_successes}/{self.outcome_runs} runs ({rate}%)"
+        return record
 
 
 class AgentPreset(models.Model):

@@ -6,6 +6,8 @@ TAG_PROMPT = """Tag this task for looking up lessons from earlier runs.
 Answer with JSON only, no prose: {{"state": [...], "intent": [...]}}
 - state: 1-4 short snake_case words for the environment or situation (e.g. "docker", "large_file", "flaky_tests").
 - intent: 1-3 short snake_case words for what the user wants done (e.g. "optimization", "debug", "refactor").
+Prefer these tags, already used by the lessons, when one fits; invent a new one only when none does:
+{known}
 
 Task:
 {task}"""

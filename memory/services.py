@@ -14,6 +14,7 @@ from django.utils import timezone
 from memory import experiences_md
 from memory.experiences_md import ExperienceData
 from memory.models import Experience, ExperienceSource, ExperienceStatus
+from memory.tags import canonical_tag, normalize_tag, normalize_tags
 from traces.models import Trace
 
 CITATION = re.compile(r"\[(ex_\d{3,})\]")
@@ -103,6 +104,29 @@ def experience_mark(*, experience: Experience, helpful: bool) -> Experience:
     return experience
 
 
+def experience_tags_merge(*, codes: list[str], sources: list[str], target: str) -> int:
+    """Replace the tags `sources` (compared in canonical form) by `target` in the experiences
+    `codes`, both kinds; returns how many experiences changed. Raises ValueError on an
+    empty source or target."""
+    merged = normalize_tag(target)
+    wanted = {canonical_tag(tag) for tag in sources if canonical_tag(tag)}
+    if not merged or not wanted:
+        raise ValueError("name the tags to merge and the tag to merge them into")
+    changed = 0
+    with transaction.atomic():
+        for experience in Experience.objects.select_for_update().filter(code__in=codes):
+            tags = normalize_tags(experience.tags)
+            new = {
+                kind: list(dict.fromkeys(merged if canonical_tag(t) in wanted else t for t in tags[kind]))
+                for kind in ("state", "intent")
+            }
+            if new != tags:
+                experience.tags = new
+                experience.save(update_fields=["tags"])
+                changed += 1
+    return changed
+
+
 # --- runs: citations and outcomes ------------------------------------------------
 
 
@@ -168,20 +192,39 @@ def experience_record_outcome(*, trace: Trace, status: str, write: Write | None 
     return list(retrieved)
 
 
+# How far one outcome moves an experience's confidence toward 1 (success) or 0 (failure):
+# more when the agent cited it (it was applied) than when it was only shown.
+CONFIDENCE_STEP_RETRIEVED = 0.1
+CONFIDENCE_STEP_CITED = 0.25
+
+
 def _count_outcome(retrieved: list[str], cited: set[str], *, success: bool) -> None:
+    """Success rate, votes and confidence (an exponential moving average of outcomes,
+    starting from the reviewed or reflected prior; retrieval ranks by it) of each one."""
     with transaction.atomic():
         for experience in Experience.objects.select_for_update().filter(code__in=[*retrieved, *cited]):
             if experience.code in retrieved:
                 experience.outcome_runs += 1
                 experience.outcome_successes += int(success)
                 experience.success_rate = experience.outcome_successes / experience.outcome_runs
+            step = CONFIDENCE_STEP_CITED if experience.code in cited else CONFIDENCE_STEP_RETRIEVED
+            experience.confidence = round(
+                experience.confidence + step * (float(success) - experience.confidence), 4
+            )
             if experience.code in cited:
                 if success:
                     experience.helpful += 1
                 else:
                     experience.harmful += 1
             experience.save(
-                update_fields=["outcome_runs", "outcome_successes", "success_rate", "helpful", "harmful"]
+                update_fields=[
+                    "outcome_runs",
+                    "outcome_successes",
+                    "success_rate",
+                    "helpful",
+                    "harmful",
+                    "confidence",
+                ]
             )
 
 

@@ -25,6 +25,7 @@ from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET
 
 from memory.models import Experience
+from memory.selectors import experiences_injected
 from portal.conversation import conversation
 from portal.forms import ContinueForm
 from portal.paging import CALL_LOOKBACK, PathPage, path_page, path_sequences
@@ -153,6 +154,7 @@ def _side(request: HttpRequest, trace: Trace, viewing: Viewing) -> dict[str, Any
         "experiences": list(
             Experience.objects.filter(trace=trace).order_by("-created_at").only("code", "rule", "status")[:50]
         ),
+        "injected": experiences_injected(trace),
         **_recalled(trace),
     }
 

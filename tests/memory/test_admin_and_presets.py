@@ -169,3 +169,37 @@ def test_the_runner_enforces_a_stored_preset(runner, llm):
     assert result.status == "stopped" and result.error.startswith("step limit: 2 steps")
     with pytest.raises(InvalidRun, match="unknown preset"):
         runner.run_result([{"role": "user", "content": "x"}], RunConfig(agent_type="missing"))
+
+
+def test_admin_merges_tags_across_spellings(admin_client, make_experience):
+    from memory.retrieval import experience_search
+
+    first = make_experience(rule="a", tags={"state": ["container_image"], "intent": ["ship"]})
+    second = make_experience(rule="b", tags={"state": ["Container images", "ci"]})
+    untouched = make_experience(rule="c", tags={"state": ["gpu"]})
+    selected = [first.pk, second.pk, untouched.pk]
+
+    refused = admin_client.post(
+        "/admin/memory/experience/",
+        {"action": "merge_tags", "_selected_action": selected, "tags_from": "", "tags_into": "x"},
+        follow=True,
+    )
+    assert "Name the tags to merge" in refused.content.decode()
+    admin_client.post(
+        "/admin/memory/experience/",
+        {
+            "action": "merge_tags",
+            "_selected_action": selected,
+            "tags_from": "container image, docker_images",
+            "tags_into": "docker image",
+        },
+    )
+
+    first.refresh_from_db()
+    second.refresh_from_db()
+    untouched.refresh_from_db()
+    assert first.tags == {"state": ["docker_image"], "intent": ["ship"]}
+    assert second.tags == {"state": ["docker_image", "ci"], "intent": []}
+    assert untouched.tags == {"state": ["gpu"], "intent": []}
+    found = experience_search(tags={"state": ["docker image"]}, k=5)
+    assert {s.experience.code for s in found} == {first.code, second.code}

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from memory.retrieval import experience_search, terms
+from memory.retrieval import experience_search, query_words
 from tests.scripted_llm import Reply, ToolCall
 from traces.models import Trace, TraceEvent
 from traces.runner import RunConfig
@@ -77,12 +77,13 @@ def test_top_k_and_scope(make_experience, settings):
     assert codes(experience_search(tags={"intent": ["debug"]}, agent_type="explore"))[0] == explore_only.code
 
 
-def test_terms_drop_stopwords_and_stem():
-    assert terms("Please make the Docker builds faster, using caching") == [
+def test_query_words_drop_stopwords_and_leave_stemming_to_the_database():
+    assert query_words("Please make the Docker builds faster, using caching_layers") == [
         "docker",
-        "build",
+        "builds",
         "faster",
-        "cach",
+        "caching",
+        "layers",
     ]
 
 
@@ -226,3 +227,59 @@ def test_embedding_similarity_breaks_ties_through_litellm(llm, make_experience, 
     assert codes(experience_search(tags={"intent": ["optimization"]})) == [far.code, near.code]
     assert found[0].parts["embedding"] > 0
     assert [r.path for r in llm.requests_for("embedder")] == ["/v1/embeddings"] * 3
+
+
+FLAKY = dict(
+    rule="After two identical reads, stop re-reading: run the test with `-p no:randomly --count 20` to reproduce.",
+    condition="a flaky test needs reproducing",
+    tags={"intent": ["debugging"], "state": ["flaky_test"]},
+    helpful=3,
+    confidence=0.9,
+)
+
+
+def test_failed_tagging_injects_only_full_text_matches_above_the_floor(runner, llm, make_experience):
+    flaky = make_experience(**FLAKY)
+    files = make_experience(
+        rule="Create the parent directory before writing, then write the file in one call.",
+        condition="writing a report file to a new directory",
+        tags={"intent": ["write_file"], "state": []},
+    )
+    llm.script("utility", ["Report", Reply(text="Sure! The tags are: files, writing.")])  # not JSON
+    llm.script("scripted", ["done"])
+
+    result = runner.run_result(user("Write the failing tests into a report file under out/"), RunConfig())
+
+    first_user = llm.requests_for("scripted")[0].messages[1]["content"]
+    assert f"[{files.code}]" in first_user
+    assert f"- [{flaky.code}]" not in first_user and "flaky" not in first_user
+    event = TraceEvent.objects.get(trace_id=result.trace_id, type="experiences_retrieved")
+    assert event.payload["tags"] == {} and event.payload["retrieved"] == [files.code]
+    (why,) = event.payload["why"]
+    assert why["code"] == files.code and why["relevance"] >= event.payload["floor"]
+    assert set(why["matched"]["words"]) >= {"report", "file"} and why["matched"]["intent"] == []
+
+
+def test_the_floor_drops_a_lesson_sharing_one_word(make_experience, settings):
+    flaky = make_experience(**FLAKY)
+
+    assert experience_search(text="Write the failing tests into a report file under out/") == []
+    assert codes(experience_search(text="Write the failing tests into a report file", min_score=0.0)) == [
+        flaky.code
+    ]  # it is a candidate: the floor, not the query, keeps it out
+    settings.AGENT_EXPERIENCE_MIN_SCORE = 0.0
+    assert codes(experience_search(text="the failing tests")) == [flaky.code]
+
+
+def test_full_text_ranks_tags_and_condition_above_rule(make_experience):
+    for topic in ("translation", "charts", "email", "pricing", "backups", "fonts"):
+        make_experience(rule=f"Ask about {topic} first.", condition=f"{topic} come up")
+    in_rule = make_experience(
+        rule="Check the lockfile when a migration stalls.", condition="a deploy is slow"
+    )
+    in_condition = make_experience(rule="Roll back first.", condition="a database migration stalls")
+    in_tags = make_experience(rule="Read the logs.", tags={"state": ["migration"]}, condition="it stalls")
+
+    found = experience_search(text="the migration stalls", min_score=0.0)
+
+    assert codes(found) == [in_tags.code, in_condition.code, in_rule.code]

@@ -106,3 +106,29 @@ def test_a_condition_starting_with_when_reads_when_once(browser_client, expert):
     assert '<span class="muted">When</span> the tests are flaky' in page
     assert "When</span> When" not in page and "When</span> when" not in page
     assert f"[{older.code}] When the tests are flaky: Compute" in older.prompt_line()
+
+
+def test_the_trace_page_shows_why_each_experience_was_injected(browser_client, integrator):
+    from traces.models import TraceEvent
+
+    trace = make_trace(integrator, messages=[("user", "write the report file")])
+    why = {
+        "code": "ex_042",
+        "score": 2.61,
+        "relevance": 1.8,
+        "parts": {"text": 1.8},
+        "matched": {"intent": ["write_file"], "state": [], "words": ["report", "<b>file</b>"]},
+    }
+    TraceEvent.objects.create(
+        trace=trace,
+        event_id=1,
+        type="experiences_retrieved",
+        payload={"tags": {}, "retrieved": ["ex_042"], "why": [why], "floor": 0.75},
+    )
+
+    page = browser_client(integrator).get(f"/traces/{trace.trace_id}/").content.decode()
+
+    assert "Experiences given to the agent" in page and "ex_042" in page
+    assert "score 2.61 · relevance 1.8 (floor 0.75)" in page
+    assert '<span class="badge">write_file</span>' in page
+    assert "report, &lt;b&gt;file&lt;/b&gt;" in page and "<b>file</b>" not in page  # inert

@@ -88,8 +88,9 @@ def test_the_page_and_its_panels_cost_the_same_queries_for_10_and_2000_messages(
     }
     assert len(set(counts.values())) == 1, counts
     page, panels, child = counts.popitem()[1]
-    # the page's 18, plus 2 for the scores card (definitions, scores: review/)
-    assert page <= 20 and panels <= 20 and child <= 20
+    # the page's 18, plus 2 for the scores card (definitions, scores: review/), plus 1 for
+    # the injected experiences' "why" (experiences_retrieved events: memory/selectors.py)
+    assert page <= 21 and panels <= 21 and child <= 21
 
 
 def test_the_tree_loads_on_demand_as_stretches_with_every_branch_end(browser_client, integrator):

@@ -25,6 +25,7 @@ def get_experience(ctx: ToolContext, intent: str = "", state: str = "") -> ToolR
         tags={"intent": [intent], "state": [state]},
         text=f"{intent} {state}",
         agent_type=ctx.trace.agent_type,
+        user_id=ctx.trace.owner_id,
     )
     if not found:
         return ToolResult(title="No matching experiences", output="Nothing approved matches; go on without.")

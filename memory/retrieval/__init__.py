@@ -1,0 +1,36 @@
+"""Experience retrieval (M4, M5): tag the task, rank experiences, format them for the prompt.
+
+- `lexical.py`: one SQL query ranks tag matches plus the database's full-text rank
+  (PostgreSQL ts_rank_cd, SQLite FTS5 bm25);
+- `search.py`: `experience_search`, the weights, the relevance floor, scope, the "why";
+- `task.py`: a new trace's tagging, `retrieve_for_task`, the prompt block;
+- `embeddings.py`: optional embeddings (AGENT_EMBEDDING_MODEL) that re-rank the top rows.
+"""
+
+from __future__ import annotations
+
+from memory.retrieval.embeddings import cosine, embed_missing, embed_text, experience_embed
+from memory.retrieval.lexical import query_words
+from memory.retrieval.search import Scored, experience_search
+from memory.retrieval.task import (
+    Retrieval,
+    format_experiences,
+    parse_json_object,
+    retrieve_for_task,
+    task_tags,
+)
+
+__all__ = [
+    "Retrieval",
+    "Scored",
+    "cosine",
+    "embed_missing",
+    "embed_text",
+    "experience_embed",
+    "experience_search",
+    "format_experiences",
+    "parse_json_object",
+    "query_words",
+    "retrieve_for_task",
+    "task_tags",
+]

@@ -1,0 +1,147 @@
+"""Ranking experiences for a task (M4, M5), with a relevance floor.
+
+    relevance = 4 * intent tags shared + 2 * state tags shared       (intent > state)
+              + 3 * coverage: share of the task's words its tags or condition match (stemmed)
+    score     = relevance
+              + 3 * rank: the database's own full-text rank in [0, 1) (ts_rank_cd / bm25:
+                field weights, length normalisation, IDF on SQLite; memory/retrieval/lexical.py)
+              + 0.5 * trust: votes / 2 + (confidence - 0.5), in (-1, 1)  (never outweighs a tag)
+              + 3 * embedding similarity   (cosine; only with AGENT_EMBEDDING_MODEL)
+
+An experience is returned only when its relevance reaches
+AGENT_EXPERIENCE_MIN_SCORE (default 0.75, calibrated on bench/retrieval.py's
+sets): any shared tag clears it; words alone must cover a quarter of the task,
+so a task that shares a word with an unrelated lesson gets nothing. The floor
+is on coverage, not on the rank, because only coverage means the same on both
+databases and in a library of three experiences (bm25's IDF is ~0 there and
+ts_rank_cd has none); the rank orders what passes. The database ranks every
+candidate in one query; coverage, the floor and the final order are computed
+for its best POOL rows.
+Candidates are the experiences in the wanted statuses whose scope fits the run:
+everyone (""), the run's agent type (`agent:<type>`), the run's user (`user:<id>`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+
+from memory.models import Experience, ExperienceStatus
+from memory.retrieval.embeddings import cosine
+from memory.retrieval.lexical import matched_words, query_words, ranked
+from memory.tags import normalize_tags
+
+WEIGHTS = {"intent": 4.0, "state": 2.0, "text": 3.0, "rank": 3.0, "trust": 0.5}
+POOL = 50  # rows the database ranks first, then scored here
+EMBEDDING_WEIGHT = 3.0
+
+
+@dataclass
+class Scored:
+    experience: Experience
+    score: float
+    parts: dict[str, float] = field(default_factory=dict)
+    matched: dict[str, list[str]] = field(
+        default_factory=dict
+    )  # {"intent": [...], "state": [...], "words": [...]}
+
+    @property
+    def relevance(self) -> float:
+        return sum(v for k, v in self.parts.items() if k in ("intent", "state", "text"))
+
+    def why(self) -> dict[str, Any]:
+        """What the trace records about this experience being chosen."""
+        return {
+            "code": self.experience.code,
+            "score": round(self.score, 3),
+            "relevance": round(self.relevance, 3),
+            "parts": {k: round(v, 3) for k, v in self.parts.items()},
+            "matched": self.matched,
+        }
+
+
+def scopes_for(*, agent_type: str | None, user_id: int | None) -> list[str]:
+    """Experiences for everyone, for this agent type, or for this user (seed 003's scope)."""
+    scopes = [""]
+    if agent_type:
+        scopes += [f"agent:{agent_type}", agent_type]
+    if user_id is not None:
+        scopes.append(f"user:{user_id}")
+    return scopes
+
+
+def experience_search(
+    *,
+    tags: dict[str, Any] | None = None,
+    text: str = "",
+    k: int | None = None,
+    statuses: tuple[str, ...] = (ExperienceStatus.APPROVED,),
+    agent_type: str | None = None,
+    user_id: int | None = None,
+    query_embedding: list[float] | None = None,
+    min_score: float | None = None,
+    explain: bool = False,
+) -> list[Scored]:
+    """The top `k` experiences for a task's tags and text at or above the floor, best first.
+
+    Two queries: one ranks every candidate (only the best POOL come back), one
+    reads which of the task's words each of those matched. With `explain`, each
+    result carries the tags and words it matched.
+    """
+    k = settings.AGENT_EXPERIENCE_TOP_K if k is None else k
+    floor = settings.AGENT_EXPERIENCE_MIN_SCORE if min_score is None else min_score
+    tags = normalize_tags(tags or {}, canonical=True)
+    words = query_words(text)
+    if k <= 0 or not (tags["intent"] or tags["state"] or words):
+        return []
+    rows = ranked(
+        statuses=list(statuses),
+        scopes=scopes_for(agent_type=agent_type, user_id=user_id),
+        tags=tags,
+        words=words,
+        weights=WEIGHTS,
+        limit=max(POOL, k),
+    )
+    loaded = Experience.objects.all() if query_embedding else Experience.objects.defer("embedding")
+    experiences = loaded.in_bulk([row["pk"] for row in rows])
+    matched = matched_words([row["pk"] for row in rows], words)
+    scored = [_scored(experiences[row["pk"]], row, matched, words, query_embedding) for row in rows]
+    scored = [s for s in scored if s.relevance >= floor]
+    scored.sort(key=lambda s: (-s.score, -s.experience.helpful, s.experience.code))
+    top = scored[:k]
+    if explain:
+        _explain(top, tags, matched)
+    return top
+
+
+def _scored(
+    experience: Experience,
+    row: dict[str, Any],
+    matched: dict[int, list[str]],
+    words: list[str],
+    query_embedding: list[float] | None,
+) -> Scored:
+    votes = (experience.helpful - experience.harmful) / (experience.helpful + experience.harmful + 1)
+    coverage = len(matched.get(row["pk"], [])) / len(words) if words else 0.0
+    parts = {
+        "intent": WEIGHTS["intent"] * row["intent_hits"],
+        "state": WEIGHTS["state"] * row["state_hits"],
+        "text": WEIGHTS["text"] * coverage,
+        "rank": WEIGHTS["rank"] * row["rank"],
+        "trust": WEIGHTS["trust"] * (votes / 2 + experience.confidence - 0.5),
+    }
+    if query_embedding and experience.embedding:
+        parts["embedding"] = EMBEDDING_WEIGHT * max(0.0, cosine(query_embedding, experience.embedding))
+    return Scored(experience, round(sum(parts.values()), 6), parts)
+
+
+def _explain(found: list[Scored], tags: dict[str, list[str]], by_pk: dict[int, list[str]]) -> None:
+    for s in found:
+        own = normalize_tags(s.experience.tags, canonical=True)
+        s.matched = {
+            "intent": [t for t in tags["intent"] if t in own["intent"]],
+            "state": [t for t in tags["state"] if t in own["state"]],
+            "words": by_pk.get(s.experience.pk, []),
+        }

@@ -1,0 +1,96 @@
+"""Full-text ranking on both databases (FTS5 bm25 on SQLite, ts_rank_cd on PostgreSQL),
+canonical tags, scope, and confidence from outcomes (M4, M5)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import connection
+
+from memory.fulltext import ensure_sqlite_fulltext
+from memory.models import Experience
+from memory.retrieval import experience_search
+from memory.services import _count_outcome
+from memory.tags import canonical_tag
+
+pytestmark = pytest.mark.django_db
+
+
+def codes(found: list[Any]) -> list[str]:
+    return [s.experience.code for s in found]
+
+
+def test_stemming_is_the_databases_own(make_experience):
+    hit = make_experience(rule="Pin the versions.", condition="dependencies were upgraded unexpectedly")
+    make_experience(rule="Other.", condition="the charts look wrong")
+
+    found = experience_search(text="upgrading dependency", min_score=0.0)
+
+    assert codes(found) == [hit.code]  # "upgrading" meets "upgraded", "dependency" meets "dependencies"
+
+
+def test_the_index_follows_edits_and_deletes_made_without_save(make_experience):
+    experience = make_experience(rule="Use a cache.", condition="builds are slow")
+    Experience.objects.filter(pk=experience.pk).update(condition="uploads time out")  # no save(), no signal
+
+    assert experience_search(text="slow builds", min_score=0.0) == []
+    assert codes(experience_search(text="uploads time out", min_score=0.0)) == [experience.code]
+    Experience.objects.filter(pk=experience.pk).delete()
+    assert experience_search(text="uploads time out", min_score=0.0) == []
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="the FTS5 table is SQLite's")
+def test_sqlite_full_text_table_is_rebuilt_when_a_table_rebuild_dropped_its_triggers(make_experience):
+    experience = make_experience(rule="Use a cache.", condition="builds are slow")
+    with connection.cursor() as cursor:
+        cursor.execute("DROP TRIGGER memory_experience_fts_insert")
+        cursor.execute("DELETE FROM memory_experience_fts")
+    assert experience_search(text="slow builds", min_score=0.0) == []
+
+    assert ensure_sqlite_fulltext(connection) is True
+    assert codes(experience_search(text="slow builds", min_score=0.0)) == [experience.code]
+    assert ensure_sqlite_fulltext(connection) is False  # nothing left to repair
+    later = make_experience(rule="Split the job.", condition="slow builds again")
+    assert later.code in codes(experience_search(text="slow builds", min_score=0.0))
+
+
+def test_canonical_tags_meet_across_spellings(make_experience):
+    assert canonical_tag("Dockerfile") == canonical_tag("containers") == "docker"
+    assert canonical_tag("Container build") == canonical_tag("docker builds") == "docker_build"
+    assert canonical_tag("speed up") == "optimization"
+    experience = make_experience(rule="Cache layers.", tags={"state": ["Dockerfile"], "intent": ["speed up"]})
+
+    found = experience_search(tags={"state": ["containers"], "intent": ["optimisation"]})
+
+    assert codes(found) == [experience.code]
+    assert experience.tags == {"state": ["dockerfile"], "intent": ["speed_up"]}  # stored as written
+
+
+def test_user_scope_reaches_only_that_users_runs(make_experience, expert, stranger):
+    mine = make_experience(
+        rule="Use my staging host.", tags={"intent": ["deploy"]}, scope=f"user:{expert.pk}"
+    )
+    everyone = make_experience(rule="Tag the release.", tags={"intent": ["deploy"]})
+
+    assert set(codes(experience_search(tags={"intent": ["deploy"]}, user_id=expert.pk))) == {
+        mine.code,
+        everyone.code,
+    }
+    assert codes(experience_search(tags={"intent": ["deploy"]}, user_id=stranger.pk)) == [everyone.code]
+    assert codes(experience_search(tags={"intent": ["deploy"]})) == [everyone.code]
+
+
+def test_outcomes_move_confidence_and_confidence_moves_the_ranking(make_experience):
+    first = make_experience(rule="Approach A.", tags={"intent": ["debug"]}, confidence=0.5)
+    second = make_experience(rule="Approach B.", tags={"intent": ["debug"]}, confidence=0.5)
+    assert codes(experience_search(tags={"intent": ["debug"]})) == [first.code, second.code]
+
+    _count_outcome([first.code, second.code], {second.code}, success=True)  # B applied, run succeeded
+    _count_outcome([first.code], set(), success=False)
+
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert second.confidence == 0.625 and first.confidence == pytest.approx(0.495, abs=1e-3)
+    assert codes(experience_search(tags={"intent": ["debug"]})) == [second.code, first.code]
+    assert first.prompt_line().endswith("(helpful 0, harmful 0, succeeded in 1/2 runs (50%))")
