@@ -25,7 +25,6 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-import agentsite.settings as settings_module
 from tests.tools.conftest import RunTool
 from tools.builtin.webfetch import fetch_page
 from tools.netguard import IPAddress, blocked_reason
@@ -652,13 +651,13 @@ def test_bad_search_settings_stop_start_up(
         monkeypatch.setenv(name, value)
 
     with pytest.raises(ImproperlyConfigured, match=message):
-        runpy.run_path(settings_module.__file__)
+        runpy.run_module("agentsite.settings.runtime")
 
 
 def test_a_dotted_path_backend_is_accepted_at_start_up(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AGENT_SEARCH_BACKEND", "mypackage.search.run")
 
-    loaded = runpy.run_path(settings_module.__file__)
+    loaded = runpy.run_module("agentsite.settings.runtime")
 
     assert loaded["AGENT_SEARCH_BACKEND"] == "mypackage.search.run"
 

@@ -24,7 +24,6 @@ from django.core import mail
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
-import agentsite.settings as settings_module
 from memory.presets import Preset, preset_save
 from tests.factories import make_user
 from tests.scripted_llm import Reply, ToolCall
@@ -473,4 +472,4 @@ def test_bad_notification_settings_stop_start_up_naming_the_variable(
         monkeypatch.setenv(name, value)
 
     with pytest.raises(ImproperlyConfigured, match=message):
-        runpy.run_path(settings_module.__file__)
+        runpy.run_module("agentsite.settings.service")
