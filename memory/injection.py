@@ -74,7 +74,11 @@ def with_experiences(
     if not config.enable_memory:
         return messages
     retrieval = retrieve_for_task(
-        trace.task or "", utility_call=utility_call, agent_type=config.agent_type, user_id=trace.owner_id
+        trace.task or "",
+        utility_call=utility_call,
+        agent_type=config.agent_type,
+        user_id=trace.owner_id,
+        codes=config.experiences,
     )
     if retrieval is None:
         return messages

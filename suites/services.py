@@ -19,6 +19,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from memory.models import Experience, ExperienceStatus
 from review.services import queue_create
 from suites import checks as c
 from suites.models import Case, CaseRun, Outcome, Suite, SuiteRun
@@ -120,6 +121,7 @@ def suite_run_start(
     cases = list(suite.cases.order_by("id"))
     if not cases:
         raise InvalidRun(f"suite {suite.name!r} has no cases")
+    _check_experience_set((settings or {}).get("experiences"))
     if baseline is not None and baseline.suite_id != suite.pk:
         raise InvalidRun(f"baseline: run {baseline.pk} is not a run of suite {suite.name!r}")
     with transaction.atomic():
@@ -152,6 +154,21 @@ def suite_run_start(
         )
         run.save(update_fields=["queue"])
     return run
+
+
+def _check_experience_set(codes: Any) -> None:
+    """A suite run's experience set names approved experiences only: a typo would
+    silently measure the suite without the lesson it meant to test."""
+    if not isinstance(codes, list):
+        return  # absent, or malformed: trace_start says what is wrong with it
+    known = set(
+        Experience.objects.filter(code__in=codes, status=ExperienceStatus.APPROVED).values_list(
+            "code", flat=True
+        )
+    )
+    missing = [c for c in codes if c not in known]
+    if missing:
+        raise InvalidRun(f"settings.experiences: no approved experience {', '.join(map(str, missing[:5]))}")
 
 
 def suite_run_refresh(run: SuiteRun) -> SuiteRun:

@@ -74,8 +74,10 @@ def ranked(
     words: list[str],
     weights: dict[str, float],
     limit: int,
+    codes: list[str] | None = None,
 ) -> list[dict[str, Any]]:
-    """The best `limit` candidates as {pk, intent_hits, state_hits, rank}, best first.
+    """The best `limit` candidates as {pk, intent_hits, state_hits, rank}, best first
+    (among the experiences named by `codes` when given: a run's chosen set).
 
     A candidate is in `statuses` and `scopes` and shares a tag or a word with the
     task; `rank` is the database's
@@ -83,8 +85,11 @@ def ranked(
     weights the order uses (memory/retrieval/search.py re-scores the rows).
     """
     if connection.vendor != "postgresql":
-        return _ranked_sqlite(statuses, scopes, tags, words, weights, limit)
-    annotated = Experience.objects.filter(status__in=statuses, scope__in=scopes).annotate(
+        return _ranked_sqlite(statuses, scopes, tags, words, weights, limit, codes)
+    candidates = Experience.objects.filter(status__in=statuses, scope__in=scopes)
+    if codes is not None:
+        candidates = candidates.filter(code__in=codes)
+    annotated = candidates.annotate(
         intent_hits=_tag_hits("intent_index", tags["intent"]),
         state_hits=_tag_hits("state_index", tags["state"]),
     )
@@ -191,6 +196,7 @@ def _ranked_sqlite(
     words: list[str],
     weights: dict[str, float],
     limit: int,
+    codes: list[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Raw SQL around the ORM's candidate query (FTS5 tables cannot be joined by the ORM).
 
@@ -199,8 +205,9 @@ def _ranked_sqlite(
     `memory_experience`, by primary key, and filtered by status and scope there:
     no scan of the (wide) table.
     """
-    params = [*statuses, *scopes]
+    params = [*statuses, *scopes, *(codes or [])]
     in_statuses, in_scopes = ", ".join(["%s"] * len(statuses)), ", ".join(["%s"] * len(scopes))
+    in_codes = "" if codes is None else f" AND e.code IN ({', '.join(['%s'] * len(codes)) or 'NULL'})"
     matches = ["SELECT NULL AS id, NULL AS i, NULL AS s WHERE 0"]
     match_params: list[Any] = []
     for kind, prefix in (("intent", "i"), ("state", "s")):
@@ -226,7 +233,7 @@ def _ranked_sqlite(
              c AS (SELECT id FROM f UNION SELECT id FROM t)
         SELECT c.id, {intent_hits}, {state_hits}, {text}
         FROM c JOIN memory_experience e ON e.id = c.id LEFT JOIN f ON f.id = c.id LEFT JOIN t ON t.id = c.id
-        WHERE e.status IN ({in_statuses}) AND e.scope IN ({in_scopes})
+        WHERE e.status IN ({in_statuses}) AND e.scope IN ({in_scopes}){in_codes}
         ORDER BY {relevance}
                  + {w["trust"]!r} * ((e.helpful - e.harmful) / (e.helpful + e.harmful + 1.0) / 2.0
                                      + e.confidence - 0.5) DESC,

@@ -83,6 +83,7 @@ def experience_search(
     query_embedding: list[float] | None = None,
     min_score: float | None = None,
     explain: bool = False,
+    codes: list[str] | None = None,
 ) -> list[Scored]:
     """The top `k` experiences for a task's tags and text at or above the floor, best first.
 
@@ -103,6 +104,7 @@ def experience_search(
         words=words,
         weights=WEIGHTS,
         limit=max(POOL, k),
+        codes=codes,
     )
     loaded = Experience.objects.all() if query_embedding else Experience.objects.defer("embedding")
     experiences = loaded.in_bulk([row["pk"] for row in rows])

@@ -95,15 +95,20 @@ class Retrieval:
 
 
 def retrieve_for_task(
-    task: str, *, utility_call: Callable[..., Any], agent_type: str | None, user_id: int | None = None
+    task: str,
+    *,
+    utility_call: Callable[..., Any],
+    agent_type: str | None,
+    user_id: int | None = None,
+    codes: list[str] | None = None,
 ) -> Retrieval | None:
     """M4 for a new trace: tag the task, then search. None when there is nothing to search.
 
     When tagging fails, only full-text matches at or above the floor come back."""
-    if (
-        settings.AGENT_EXPERIENCE_TOP_K <= 0
-        or not Experience.objects.filter(status=ExperienceStatus.APPROVED).exists()
-    ):
+    approved = Experience.objects.filter(status=ExperienceStatus.APPROVED)
+    if codes is not None:
+        approved = approved.filter(code__in=codes)  # the run's chosen experience set
+    if settings.AGENT_EXPERIENCE_TOP_K <= 0 or not approved.exists():
         return None  # no model call when there is nothing to find
     tags = task_tags(task, utility_call)
     found = experience_search(
@@ -111,6 +116,7 @@ def retrieve_for_task(
         text=task,
         agent_type=agent_type,
         user_id=user_id,
+        codes=codes,
         query_embedding=embed_text(task),
         explain=True,
     )

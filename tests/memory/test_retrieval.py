@@ -283,3 +283,30 @@ def test_full_text_ranks_tags_and_condition_above_rule(make_experience):
     found = experience_search(text="the migration stalls", min_score=0.0)
 
     assert codes(found) == [in_tags.code, in_condition.code, in_rule.code]
+
+
+def test_a_run_given_an_experience_set_gets_only_lessons_from_it(runner, llm, make_experience):
+    cache = make_experience(
+        rule="Use a BuildKit cache mount.",
+        condition="docker builds are slow",
+        tags={"intent": ["optimization"]},
+    )
+    layers = make_experience(
+        rule="Order the layers from stable to volatile.",
+        condition="docker builds are slow",
+        tags={"intent": ["optimization"]},
+    )
+    for codes, given, kept_out in ([layers.code], layers, cache), ([cache.code], cache, layers):
+        llm.reset()
+        llm.script("utility", ["Faster builds", tags_reply(["docker"], ["optimization"])])
+        llm.script("scripted", ["ok"])
+        result = runner.run_result(user("docker builds are slow"), RunConfig(name="n", experiences=codes))
+        sent = llm.requests_for("scripted")[0].messages[1]["content"]
+        assert given.rule in sent and kept_out.rule not in sent
+        assert Trace.objects.get(pk=result.trace_id).context["experiences"]["retrieved"] == [given.code]
+
+    llm.reset()
+    llm.script("scripted", ["ok"])
+    runner.run_result(user("docker builds are slow"), RunConfig(name="n", experiences=["ex_none"]))
+    assert llm.requests_for("utility") == []  # nothing in the set: no tagging call, nothing injected
+    assert llm.requests_for("scripted")[0].messages[1]["content"] == "docker builds are slow"

@@ -195,6 +195,10 @@ def test_a_suite_runs_with_run_settings_and_a_bad_one_queues_nothing(
     suite_id = make_suite(client, source_traces)
     bad = client.post(f"/api/suites/{suite_id}/runs", {"settings": {"temperature": "hot"}}, format="json")
     assert bad.status_code == 400 and "temperature" in bad.json()["error"]
+    typo = client.post(
+        f"/api/suites/{suite_id}/runs", {"settings": {"experiences": ["ex_nope"]}}, format="json"
+    )
+    assert typo.status_code == 400 and "no approved experience ex_nope" in typo.json()["error"]
     assert not Suite.objects.get(pk=suite_id).runs.exists()
     run = run_suite(client, llm, inline_worker, suite_id, settings={"enable_memory": False})
     assert run["run_settings"] == {"enable_memory": False} and run["summary"]["passed"] == 3

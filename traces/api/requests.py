@@ -134,6 +134,13 @@ class RunSettingsFields(serializers.Serializer):
         help_text="which calls wait for an expert; only experts may loosen it",
     )
     enable_memory = StrictBooleanField(required=False, allow_null=True)
+    experiences = serializers.ListField(
+        child=StrictCharField(max_length=20),
+        required=False,
+        allow_null=True,
+        max_length=200,
+        help_text="the experiences the run may be given, by code (default: the whole approved library)",
+    )
     project = StrictCharField(
         required=False,
         allow_null=True,

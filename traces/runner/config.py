@@ -61,6 +61,8 @@ class RunConfig:
     system_prompt: str | None = None
     skills: list[str] | None = None
     enable_memory: bool = True
+    # M4: the experiences a run may be given, by code (None = the whole approved library)
+    experiences: list[str] | None = None
     auto_execute_tools: bool = True
     name: str | None = None
     # trace control

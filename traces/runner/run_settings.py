@@ -33,6 +33,7 @@ UNSET: dict[str, Any] = {
     "llm_params": {},
     "confirm_policy": None,
     "enable_memory": True,
+    "experiences": None,
     "context_every": None,
     "microcompact_keep": None,
     "stream": None,
@@ -153,6 +154,11 @@ def check_request(
         isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_ITERATIONS_LIMIT
     ):
         raise InvalidRun(f"max_iterations: an integer from 1 to {MAX_ITERATIONS_LIMIT}")
+    codes = checked.get("experiences")
+    if codes is not None and (
+        not isinstance(codes, list) or len(codes) > 200 or not all(isinstance(c, str) and c for c in codes)
+    ):
+        raise InvalidRun('experiences: a list of experience codes (at most 200), e.g. ["ex_001"]')
     for name in ("tools", "skills"):
         names = checked.get(name)
         if names is not None and (not isinstance(names, list) or not all(isinstance(n, str) for n in names)):
