@@ -72,7 +72,7 @@
     if (active && panel.contains(active) && /^(TEXTAREA|INPUT|SELECT)$/.test(active.tagName)) return true;
     var typed = Array.prototype.some.call(panel.querySelectorAll("textarea, input[type=text], input:not([type])"),
       function (field) { return field.value !== field.defaultValue; });
-    return typed || panel.querySelector("details.rewind[open], details.action[open]") !== null;
+    return typed || panel.querySelector("details.rewind[open], details.action[open], details.edit-fork[open]") !== null;
   }
 
   function refresh(names) {
@@ -116,8 +116,19 @@
     }
   }
 
+  // The events the server rendered with the page. A run that writes between the page's
+  // cursor (data-since, read first) and its timeline query puts some events in both;
+  // the socket's replay of those must not list them twice.
+  var rendered = {};
+  if (events) {
+    events.querySelectorAll("li.ev:not(.ev-child) > .mono:first-child").forEach(function (span) {
+      rendered[span.textContent.trim()] = true;
+    });
+  }
+
   function addEvent(ev) {
     if (!events) return;
+    if ((!ev.trace_id || ev.trace_id === traceId) && rendered[String(ev.event_id)]) return;
     var li = document.createElement("li");
     li.className = "ev ev-" + ev.type;
     [[ev.event_id + " ", "mono small muted"], [ev.type, "evtype"], [" " + (ev.created_at || "").slice(11, 19), "small muted"]]
@@ -258,6 +269,22 @@
       retry = Math.min(retry * 2, 10000);
     };
   }
+
+  // Edit-and-fork forms wait in <template>s: their textareas repeat each message's text,
+  // which must not read as a second copy of the conversation (find in page, copy, screen
+  // readers). Opened, a form is made from its template once.
+  document.addEventListener(
+    "toggle",
+    function (e) {
+      var details = e.target;
+      if (!details.classList || !details.classList.contains("edit-fork") || !details.open) return;
+      var template = details.querySelector(":scope > template");
+      if (template && !details.querySelector(":scope > form")) {
+        details.appendChild(template.content.cloneNode(true));
+      }
+    },
+    true
+  );
 
   // For the console and the browser tests: drop the socket as a network blip would.
   window.tracePage = {

@@ -496,7 +496,8 @@ def test_list_and_detail_queries_do_not_grow_with_rows(browser_client, expert, d
     with django_assert_max_num_queries(10):
         client.get("/")
     sales = Trace.objects.get(name="Quarterly sales summary")
-    with django_assert_max_num_queries(18):  # 16, plus the scores card's definitions and scores
+    # 16, plus the scores card's definitions and scores, and the injected experiences' why
+    with django_assert_max_num_queries(19):
         client.get(f"/traces/{sales.trace_id}/")
 
 
