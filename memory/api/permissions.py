@@ -7,6 +7,10 @@ from typing import Any
 
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 
+from traces.api.permissions import IsExpert
+
+__all__ = ["IsExpert", "IsExpertOrReadOnly"]
+
 
 class IsExpertOrReadOnly(BasePermission):
     message = "only experts (staff) may change experiences"
@@ -16,11 +20,3 @@ class IsExpertOrReadOnly(BasePermission):
         if not (user and user.is_authenticated):
             return False
         return request.method in SAFE_METHODS or bool(user.is_staff)
-
-
-class IsExpert(BasePermission):
-    message = "only experts (staff) may do this"
-
-    def has_permission(self, request: Any, view: Any) -> bool:
-        user = request.user
-        return bool(user and user.is_authenticated and user.is_staff)

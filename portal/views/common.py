@@ -1,8 +1,14 @@
-"""What every portal view shares: refusals in plain words."""
+"""What every portal view shares: refusals in plain words, the experts-only gate."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
 from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
@@ -37,3 +43,14 @@ def refused(request: HttpRequest, trace_id: str, exc: RunError) -> HttpResponse:
     if exc.status == 404:
         return redirect(reverse("portal:trace-list"))
     return back_to_trace(trace_id)
+
+
+def expert_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    @login_required
+    @wraps(view)
+    def check(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not request.user.is_staff:
+            raise PermissionDenied("this is for experts (staff)")
+        return view(request, *args, **kwargs)
+
+    return check

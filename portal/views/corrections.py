@@ -15,7 +15,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from portal.forms import PortalForm
-from portal.views.queues import expert_required
+from portal.views.common import expert_required
 from review.corrections import (
     correction_comparison,
     correction_create,

@@ -7,22 +7,20 @@ Queues are the experts' tool: staff only (others get a 403, anonymous the login)
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import wraps
 from typing import Any
 from urllib.parse import parse_qsl
 
 from django import forms
 from django.contrib import messages
 from django.contrib.auth import get_user_model
-from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from portal.forms import PortalForm
+from portal.views.common import expert_required
+from portal.views.corrections import corrections_context
 from portal.views.review import scores_context
 from review.models import ItemStatus, QueueItem, ReviewQueue
 from review.queues import (
@@ -38,17 +36,6 @@ from traces.runner import RunError
 from traces.selectors import trace_main_path
 
 SHOWN_MESSAGES = 60  # the work page shows the main path's last messages; the trace page has them all
-
-
-def expert_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    @login_required
-    @wraps(view)
-    def check(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        if not request.user.is_staff:
-            raise PermissionDenied("review queues are for experts (staff)")
-        return view(request, *args, **kwargs)
-
-    return check
 
 
 class QueueForm(PortalForm):
@@ -134,8 +121,6 @@ def queue_item(request: HttpRequest, queue_id: int, item_id: int) -> HttpRespons
     before, after = queue_neighbours(item, request.user)
     path = trace_main_path(trace_id=trace.trace_id, head_sequence=trace.head_sequence)
     mine = queue_items_for(item.queue, request.user)
-    from portal.views.corrections import corrections_context  # it imports expert_required from here
-
     context = {
         "queue": item.queue,
         "item": item,

@@ -17,7 +17,7 @@ from django.views.decorators.http import require_POST
 
 from memory.models import AgentPreset
 from portal.forms import PortalForm
-from portal.views.queues import expert_required
+from portal.views.common import expert_required
 from suites.models import Suite, SuiteRun
 from suites.selectors import suite_run_table
 from suites.services import case_from_trace, suite_create, suite_run_refresh, suite_run_start

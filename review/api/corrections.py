@@ -10,7 +10,6 @@ from rest_framework import permissions, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from review.api.queues import IsExpert
 from review.corrections import (
     correction_comparison,
     correction_create,
@@ -21,6 +20,7 @@ from review.corrections import (
 )
 from review.models import Correction, Verdict
 from traces.api.fields import StrictCharField
+from traces.api.permissions import IsExpert
 from traces.api.views import ERRORS, TRACE_ID, TraceAPIView
 
 SEQUENCE = OpenApiParameter("sequence", int, OpenApiParameter.PATH)

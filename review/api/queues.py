@@ -15,6 +15,7 @@ from review.models import ItemStatus, QueueItem, ReviewQueue
 from review.queues import queue_progress, queues_with_progress
 from review.services import queue_add_traces, queue_create, queue_item_finish
 from traces.api.fields import StrictCharField
+from traces.api.permissions import IsExpert
 from traces.api.views import ERRORS, TraceAPIView
 from traces.runner import InvalidRun, RunError
 
@@ -24,13 +25,6 @@ ITEM_ID = OpenApiParameter("item_id", int, OpenApiParameter.PATH)
 
 class QueueNotFound(RunError):
     status = 404
-
-
-class IsExpert(permissions.BasePermission):
-    message = "review queues are for experts (staff)"
-
-    def has_permission(self, request: Request, view: object) -> bool:
-        return bool(request.user and request.user.is_staff)
 
 
 class QueueItemSerializer(serializers.ModelSerializer):

@@ -22,18 +22,12 @@ from suites.services import (
     suite_run_refresh,
     suite_run_start,
 )
+from traces.api.permissions import IsExpert
 from traces.api.views import ERRORS, TraceAPIView
 from traces.runner import InvalidRun
 
 SUITE_ID = OpenApiParameter("suite_id", int, OpenApiParameter.PATH)
 RUN_ID = OpenApiParameter("run_id", int, OpenApiParameter.PATH)
-
-
-class IsExpert(permissions.BasePermission):
-    message = "suites are for experts (staff)"
-
-    def has_permission(self, request: Request, view: object) -> bool:
-        return bool(request.user and request.user.is_staff)
 
 
 class SuiteAPIView(TraceAPIView):
