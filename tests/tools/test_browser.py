@@ -225,7 +225,9 @@ def test_a_download_over_the_size_limit_is_not_kept(ctx: ToolContext, site: Serv
 
     result = call(ctx, "browser_act", action="click", role="link", name="Get the data")
 
-    assert "download data.csv: not kept (8 bytes is over 4)" in result.output
+    # Cancelled as it came in or refused once finished: the download is small enough to race
+    # the watcher's poll, and either way it is not kept and the model is told why.
+    assert "download data.csv: not kept (8 bytes is over 4" in result.output
     assert not (ctx.workspace / "downloads" / "data.csv").exists()
 
 
