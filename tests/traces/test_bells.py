@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -80,3 +81,59 @@ async def test_a_directory_too_long_for_a_socket_path_is_refused(directory: Path
     receiver = SocketReceiver(directory / ("x" * 120), lambda payload: None)
     assert not receiver.start(asyncio.get_running_loop())
     assert not directory.exists()
+
+
+def _queue_limit() -> int:
+    """How many datagrams a Unix socket queues (net.unix.max_dgram_qlen; Linux's default 10)."""
+    try:
+        return int(Path("/proc/sys/net/unix/max_dgram_qlen").read_text())
+    except (OSError, ValueError):
+        return 10
+
+
+@pytest.mark.asyncio
+async def test_rings_a_full_queue_could_not_take_are_owed_as_one_everything_ring(directory: Path):
+    """A burst fills the receiver's queue while its loop is busy: the rings it could not
+    take become one "everything" ring, sent once the receiver has read what was queued."""
+    loop = asyncio.get_running_loop()
+    heard: list[str] = []
+    everything = asyncio.Event()
+
+    def on_message(payload: str) -> None:
+        heard.append(payload)
+        if payload == "1 99 *":
+            everything.set()
+
+    receiver = SocketReceiver(directory, on_message)
+    assert receiver.start(loop)
+    sender = SocketSender(directory, everything="1 99 *")
+    burst = _queue_limit() + 5
+    try:
+        # no await: the loop cannot read while the burst is sent, as when daphne is busy
+        for event_id in range(burst):
+            sender.send(f"1 {event_id} t-{event_id}")
+        await asyncio.wait_for(everything.wait(), timeout=30)
+    finally:
+        receiver.close()
+    queued = [p for p in heard if p != "1 99 *"]
+    assert len(queued) < burst  # some rings found the queue full ...
+    assert heard.count("1 99 *") == 1  # ... and are owed as one ring, after the queued ones
+    assert heard.index("1 99 *") == len(queued)
+
+
+def test_a_full_socket_whose_process_goes_away_is_not_owed_for_ever(directory: Path):
+    directory.mkdir()
+    full = directory / "4243-full.sock"
+    reader = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    reader.bind(str(full))
+    sender = SocketSender(directory, everything="1 99 *")
+    for event_id in range(_queue_limit() + 5):
+        sender.send(f"1 {event_id} t")
+    assert sender._owed == {str(full)}
+    reader.close()  # its process dies with the queue full: the socket refuses, the file goes
+    for _ in range(3000):
+        if not sender._settling:
+            break
+        time.sleep(0.01)
+    assert not sender._settling and not sender._owed
+    assert not full.exists()

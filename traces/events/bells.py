@@ -8,7 +8,8 @@ daphne. Without Redis a ring crosses processes through what is already there:
 - on a SQLite file, Unix datagram sockets in a directory next to it, or in
   AGENT_DOORBELL_DIR (traces/events/bell_socket.py).
 
-A ring is a payload `"<pid> <last event id> <trace id>"`. Sending is fire and
+A ring is a payload `"<pid> <last event id> <trace id>"`; the trace id `*` wakes
+every watcher of the receiving process (a socket owed rings it could not queue). Sending is fire and
 forget (a non-blocking datagram, or a NOTIFY thread); a lost ring only delays
 delivery until the watcher's poll. A process listens while it serves at least
 one watch socket (`listen`), on that socket's event loop; it ignores its own
@@ -39,6 +40,7 @@ logger = logging.getLogger(__name__)
 # trace_id None wakes every watcher (rings may have been lost).
 Deliver = Callable[[str | None, int], None]
 EVERYTHING = 2**63 - 1
+ALL_TRACES = "*"  # a ring's trace id meaning every trace (never a trace id: those are slugs)
 
 
 class Receiver(Protocol):
@@ -108,7 +110,7 @@ def _this_process_sender() -> NotifySender | SocketSender | None:
             if kind == "postgres":
                 _sender = NotifySender()
             elif kind == "socket" and directory is not None:
-                _sender = SocketSender(directory)
+                _sender = SocketSender(directory, everything=encode(ALL_TRACES, EVERYTHING))
             else:
                 _sender = None
         return _sender
@@ -158,7 +160,7 @@ def _start_receiver(loop: asyncio.AbstractEventLoop, deliver: Deliver) -> Receiv
     def on_message(payload: str) -> None:
         ring = decode(payload)
         if ring is not None and ring[0] != os.getpid():
-            deliver(ring[2], ring[1])
+            deliver(None if ring[2] == ALL_TRACES else ring[2], ring[1])
 
     def on_connected() -> None:
         deliver(None, EVERYTHING)
