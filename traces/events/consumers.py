@@ -82,9 +82,12 @@ def trace_visible(user: Any, trace_id: str) -> bool:
     return traces_visible_to(user).filter(pk=trace_id).exists()
 
 
-atrace_visible = database_sync_to_async(trace_visible)
-awatched_heads = database_sync_to_async(watched_heads)
-aevents_after = database_sync_to_async(events_after)
+# Reads for watchers run in the loop's thread pool, not in the one thread that
+# runs every sync view of this process (thread_sensitive=True, the default): a
+# burst of start requests would otherwise hold live events behind it (issue 18).
+atrace_visible = database_sync_to_async(trace_visible, thread_sensitive=False)
+awatched_heads = database_sync_to_async(watched_heads, thread_sensitive=False)
+aevents_after = database_sync_to_async(events_after, thread_sensitive=False)
 
 
 class TraceWatchConsumer(AsyncJsonWebsocketConsumer):
