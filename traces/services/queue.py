@@ -52,7 +52,9 @@ def send(trace_id: str, request: dict[str, Any]) -> bool:
     from django_q.tasks import async_task
 
     try:
-        async_task(request["task"], *request["args"], task_name=request["task_name"])
+        # save=False: a run's success is its trace; django-q's monitor would otherwise
+        # re-read every kept Success row (save_limit) for each finished task (issue 18).
+        async_task(request["task"], *request["args"], task_name=request["task_name"], save=False)
     except Exception as exc:  # any broker failure: the request is safe in the database
         logger.warning(
             "could not queue the run of trace %s (%s: %s); it stays queued and the sweep sends it again",
