@@ -21,6 +21,7 @@ from django.conf import settings
 
 from traces.llm_request import normalize_tool_call_ids as normalize_tool_call_ids
 from traces.llm_request import request_messages
+from traces.llm_stream import StreamedReply, forget_prices, price
 
 if TYPE_CHECKING:
     from tenacity import RetryCallState
@@ -101,6 +102,7 @@ def register_model_prices() -> None:
 
         raise ImproperlyConfigured(f"AGENT_MODEL_PRICES is not JSON: {exc}") from exc
     litellm.register_model(prices)
+    forget_prices()
 
 
 # --- the call -----------------------------------------------------------------
@@ -222,6 +224,8 @@ class LLMClient:
         except Exception as exc:
             raise LLMError(f"{model.model}: {_describe(exc)}") from exc
         duration_ms = int((time.perf_counter() - started) * 1000)
+        if isinstance(response, StreamedReply):
+            return _from_stream(response, model, duration_ms)
         choice = response.choices[0]
         prompt_tokens, completion_tokens = _usage(response)
         return LLMResponse(
@@ -260,24 +264,39 @@ class LLMClient:
     def _stream(
         self, litellm: Any, kwargs: dict[str, Any], on_token: Callable[[str], None] | None
     ) -> tuple[Any, bool]:
-        """The assembled response, and whether it really was streamed (False after G3's fallback)."""
-        chunks = []
+        """The reply folded as it streams (traces/llm_stream.py), or a plain call's
+        response after G3's fallback; and whether it really was streamed."""
+        reply = StreamedReply()
         stream_kwargs = {**kwargs, "stream": True, "stream_options": {"include_usage": True}}
         try:
             for chunk in self._with_retries(litellm.completion, stream_kwargs):
-                chunks.append(chunk)
-                delta = chunk.choices[0].delta if chunk.choices else None
-                text = getattr(delta, "content", None) if delta is not None else None
-                alive = getattr(delta, "tool_calls", None) or getattr(delta, "reasoning_content", None)
+                text, alive = reply.add(chunk)
                 if on_token is not None and (text or alive):
                     on_token(text or "")  # "" = a tool-call or reasoning chunk: the stream is alive
         except Exception as exc:
-            if chunks or _retryable(exc):
+            if reply.chunks or _retryable(exc):
                 raise  # a busy provider was already retried; a plain call would not fare better
             # G3: a stream that fails before its first chunk falls back to a plain call.
             logger.warning("streaming failed (%s); falling back to a plain call", _describe(exc))
             return self._with_retries(litellm.completion, kwargs), False
-        return litellm.stream_chunk_builder(chunks, messages=kwargs["messages"]), True
+        return reply, True
+
+
+def _from_stream(reply: StreamedReply, model: ModelSettings, duration_ms: int) -> LLMResponse:
+    prompt_tokens, completion_tokens = reply.tokens()
+    return LLMResponse(
+        content=reply.content,
+        tool_calls=_tool_calls(reply),
+        finish_reason=reply.finish_reason,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        cost=_known(price(model.model, reply.usage)),
+        duration_ms=duration_ms,
+        model=reply.model or model.model,
+        streamed=True,
+        reasoning=reply.reasoning_content,
+        reasoning_tokens=reply.reasoning_tokens(),
+    )
 
 
 def _attempt_error(state: RetryCallState) -> BaseException:
