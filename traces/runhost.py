@@ -21,6 +21,7 @@ worker that recycles or stops lets its runs finish before the process exits.
 from __future__ import annotations
 
 import concurrent.futures
+import gc
 import logging
 import os
 import threading
@@ -243,6 +244,11 @@ def preload() -> None:
         if stream:
             for _ in reply:
                 pass
+    # What is loaded now stays shared with the forked workers: the collector no
+    # longer walks (and so writes to) these objects, which would copy their pages
+    # into every worker on its first collections (Python's documented use of freeze).
+    gc.collect()
+    gc.freeze()
 
 
 _host_lock = threading.Lock()
