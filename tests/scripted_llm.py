@@ -418,7 +418,7 @@ class _AnthropicFormat:
         yield event("message_stop", {})
 
 
-EMBEDDING_DIMENSIONS = 256
+EMBEDDING_DIMENSIONS = 512
 _EMBEDDING_STOPWORDS = frozenset(
     """a an and are as at be by for from has have in is it its of on or that the this to was were
     will with when what which while you your i we our not no do does did can should would""".split()

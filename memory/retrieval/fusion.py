@@ -31,13 +31,13 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 
 from memory.models import Experience
-from memory.retrieval.embeddings import cosine
+from memory.retrieval.embeddings import dot, unit, unpack
 
 if TYPE_CHECKING:
     from memory.retrieval.search import Scored
 
 RRF_K = 60
-EMBEDDING_POOL = 300  # lexical rows the embedding order is computed over
+EMBEDDING_POOL = 200  # lexical rows the embedding order is computed over
 
 
 def fuse(
@@ -59,8 +59,9 @@ def fuse(
     relevant = sorted((s for s in lexical if s.relevance >= floor), key=lexical_order)
     lexical_rank = {s.experience.pk: rank for rank, s in enumerate(relevant, 1)}
     pks = [s.experience.pk for s in lexical] + extra
-    vectors = dict(Experience.objects.filter(pk__in=pks).values_list("pk", "embedding"))
-    cosines = {pk: cosine(query_embedding, v) for pk, v in vectors.items() if v}
+    query = unit(query_embedding)
+    stored = Experience.objects.filter(pk__in=pks, embedding__isnull=False).values_list("pk", "embedding")
+    cosines = {pk: dot(query, unpack(v)) for pk, v in stored}
     by_cosine = sorted((pk for pk, c in cosines.items() if c > 0), key=lambda pk: (-cosines[pk], pk))
     embedding_rank = {pk: rank for rank, pk in enumerate(by_cosine, 1)}
     eligible = set(lexical_rank) | {pk for pk, c in cosines.items() if c >= min_cosine}

@@ -13,6 +13,7 @@ from django.core.management import call_command
 
 from memory.models import Experience
 from memory.retrieval import embed_missing, embed_text, experience_search
+from memory.retrieval.embeddings import unpack
 from tests.scripted_llm import Reply
 
 pytestmark = pytest.mark.django_db
@@ -50,7 +51,7 @@ def test_experiences_are_embedded_in_batches_one_call_each(llm, make_experience,
     assert "7 approved experience(s) to embed" in out.getvalue() and "  6/7" in out.getvalue()
     stored = Experience.objects.filter(pk__in=[e.pk for e in made])
     assert {e.embedding_model for e in stored} == {f"openai/{MODEL}"}
-    assert all(abs(sum(x * x for x in e.embedding) - 1) < 1e-3 for e in stored)  # unit vectors
+    assert all(abs(sum(x * x for x in unpack(e.embedding)) - 1) < 1e-3 for e in stored)  # unit vectors
     assert embed_missing() == 0 and len(calls(llm)) == 3  # nothing left to embed
 
 
