@@ -15,11 +15,20 @@ relevant in the top 3 / 3, recall@3 = relevant in the top 3 / relevant, MRR =
 for tags + full text (the product's ranking), tags only and full text only:
 each set alone, then both hidden among the distractors.
 
+Embeddings (bench/retrieval_embeddings.py): the scripted endpoint of
+tests/scripted_llm.py (deterministic bag-of-words vectors: stemmed, sign-hashed
+words) runs in the bench process and is reached through the real litellm client;
+the approved experiences are embedded in batches (AGENT_EMBEDDING_BATCH, the time
+is printed), tasks with their tags. "embeddings only" ranks every approved
+experience by cosine; "fused" is experience_search with the task's embedding
+(reciprocal rank fusion with tags + full text, memory/retrieval/fusion.py).
+
 Latency: both sets plus generated distractors up to `--size` (80 % approved;
 text drawn from the sets' words, so nearly every one shares words with every
 task; 15 % carry the sets' tags, the rest other tags); each task's
 `experience_search` (k=5, with the "why" the trace records) is timed
-`--repeats` times after a warm-up; median and p95 over all calls.
+`--repeats` times after a warm-up; median and p95 over all calls; then again with
+fusion on (the task's embedding computed beforehand).
 
 Each database runs in its own process (Django is configured once per process).
 """

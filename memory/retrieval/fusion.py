@@ -10,11 +10,14 @@ top few of either order close, so an experience both orders place well beats
 one that only one order places first.
 
 Candidates: the rows the lexical query returned (memory/retrieval/lexical.py:
-ranked, widened to EMBEDDING_POOL when fusing), i.e. everything sharing a tag or
-a word with the task, best first. The embedding order is the cosine between the
-task's vector and each candidate's stored vector, computed here in Python over
-those few hundred rows (no vector index: pgvector is not used, see
-docs/ARCHITECTURE.md). An experience nothing lexical reaches is not a candidate.
+ranked, widened from 50 to EMBEDDING_POOL rows when fusing): the best of everything
+sharing a tag or a word with the task. The embedding order is the cosine between
+the task's vector (task + tags: memory/retrieval/embeddings.py:embed_task) and each
+candidate's stored unit vector, a dot product in Python over those 200 rows (~3 ms
+at 512 dimensions; no vector index, pgvector is not used: docs/ARCHITECTURE.md).
+An experience nothing lexical reaches is not a candidate: with a real embedding
+model a paraphrase sharing no word and no tag is missed (a cosine scan of every
+approved experience in Python costs ~15 us per vector, 120 ms at 8,000).
 
 The floor: an experience is injected only if it is lexically relevant
 (relevance >= AGENT_EXPERIENCE_MIN_SCORE, the rule of memory/retrieval/search.py)

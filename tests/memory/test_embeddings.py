@@ -141,3 +141,29 @@ def test_the_floor_holds_with_embeddings(embedder, make_experience, settings):
     assert found[0].fusion["cosine"] >= 0.6
     settings.AGENT_EMBEDDING_MIN_COSINE = 0.99
     assert experience_search(text=task, query_embedding=query) == []
+
+
+def test_a_run_with_failed_tagging_and_embeddings_injects_nothing_below_the_floor(
+    runner, embedder, make_experience
+):
+    from tests.memory.test_retrieval import FLAKY, user
+    from traces.models import TraceEvent
+    from traces.runner import RunConfig
+
+    flaky = make_experience(**FLAKY)
+    files = make_experience(
+        rule="Create the parent directory before writing, then write the file in one call.",
+        condition="writing a report file to a new directory",
+        tags={"intent": ["write_file"], "state": []},
+    )
+    embedder.script("utility", ["Report", Reply(text="Sure! The tags are: files, writing.")])  # not JSON
+    embedder.script("scripted", ["done"])
+
+    result = runner.run_result(user("Write the failing tests into a report file under out/"), RunConfig())
+
+    first_user = embedder.requests_for("scripted")[0].messages[1]["content"]
+    assert f"- [{files.code}]" in first_user and f"- [{flaky.code}]" not in first_user
+    event = TraceEvent.objects.get(trace_id=result.trace_id, type="experiences_retrieved")
+    (why,) = event.payload["why"]
+    assert why["code"] == files.code and why["fusion"]["lexical_rank"] == 1
+    assert why["fusion"]["embedding_rank"] == 1 and why["fusion"]["cosine"] > 0
