@@ -263,6 +263,7 @@ def experiences_import(*, text: str) -> dict[str, list[str]]:
             _apply(experience, block, existing_traces)
             experience.save(touch=block.updated_at is None)
             (updated if block.code in current else created).append(block.code)
+    _embed(codes=created + updated)  # the approved ones, in batches, after the commit
     return {"created": created, "updated": updated}
 
 

@@ -167,3 +167,18 @@ def test_a_run_with_failed_tagging_and_embeddings_injects_nothing_below_the_floo
     (why,) = event.payload["why"]
     assert why["code"] == files.code and why["fusion"]["lexical_rank"] == 1
     assert why["fusion"]["embedding_rank"] == 1 and why["fusion"]["cosine"] > 0
+
+
+def test_an_import_embeds_its_approved_experiences_in_one_batch(embedder, make_experience):
+    from memory.services import experiences_export, experiences_import
+
+    for n in range(3):
+        make_experience(rule=f"Lesson {n} about caching.", tags={"intent": ["optimization"]})
+    text = experiences_export()
+    Experience.objects.all().delete()
+    embedder.reset()
+
+    experiences_import(text=text)
+
+    assert [len(r.body["input"]) for r in calls(embedder)] == [3]
+    assert Experience.objects.filter(embedding__isnull=True).count() == 0
