@@ -9,7 +9,7 @@ from io import StringIO
 from typing import Any
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from memory.models import Experience
 from memory.retrieval import embed_missing, embed_text, experience_search
@@ -53,6 +53,29 @@ def test_experiences_are_embedded_in_batches_one_call_each(llm, make_experience,
     assert {e.embedding_model for e in stored} == {f"openai/{MODEL}"}
     assert all(abs(sum(x * x for x in unpack(e.embedding)) - 1) < 1e-3 for e in stored)  # unit vectors
     assert embed_missing() == 0 and len(calls(llm)) == 3  # nothing left to embed
+    call_command("embed_experiences", "--all", stdout=StringIO())
+    assert [len(r.body["input"]) for r in calls(llm)] == [3, 3, 1] * 2
+
+
+def test_the_command_needs_an_embedding_model(db, settings):
+    settings.AGENT_EMBEDDING_MODEL = ""
+    with pytest.raises(CommandError, match="AGENT_EMBEDDING_MODEL is not set"):
+        call_command("embed_experiences", stdout=StringIO())
+
+
+def test_the_admin_embeds_the_selected_approved_experiences_again(admin_client, embedder, make_experience):
+    approved = make_experience(rule="Cache the wheels.")
+    draft = make_experience(rule="Not yet.", status="draft")
+    embedder.reset()
+
+    response = admin_client.post(
+        "/admin/memory/experience/",
+        {"action": "embed", "_selected_action": [approved.pk, draft.pk]},
+        follow=True,
+    )
+
+    assert "1 approved experience(s) embedded" in response.content.decode()
+    assert [r.body["input"] for r in calls(embedder)] == [[approved.search_text]]
 
 
 def test_an_edit_of_the_text_is_embedded_again(embedder, make_experience):
