@@ -15,11 +15,20 @@ relevant in the top 3 / 3, recall@3 = relevant in the top 3 / relevant, MRR =
 for tags + full text (the product's ranking), tags only and full text only:
 each set alone, then both hidden among the distractors.
 
+Embeddings (bench/retrieval_embeddings.py): the scripted endpoint of
+tests/scripted_llm.py (deterministic bag-of-words vectors: stemmed, sign-hashed
+words) runs in the bench process and is reached through the real litellm client;
+the approved experiences are embedded in batches (AGENT_EMBEDDING_BATCH, the time
+is printed), tasks with their tags. "embeddings only" ranks every approved
+experience by cosine; "fused" is experience_search with the task's embedding
+(reciprocal rank fusion with tags + full text, memory/retrieval/fusion.py).
+
 Latency: both sets plus generated distractors up to `--size` (80 % approved;
 text drawn from the sets' words, so nearly every one shares words with every
 task; 15 % carry the sets' tags, the rest other tags); each task's
 `experience_search` (k=5, with the "why" the trace records) is timed
-`--repeats` times after a warm-up; median and p95 over all calls.
+`--repeats` times after a warm-up; median and p95 over all calls; then again with
+fusion on (the task's embedding computed beforehand).
 
 Each database runs in its own process (Django is configured once per process).
 """
@@ -39,6 +48,15 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+MODES = ("both", "tags", "text", "embed", "fused")
+EMBEDDING_MODES = ("embed", "fused")
+LABELS = {
+    "both": "tags + full text",
+    "tags": "tags only",
+    "text": "full text only",
+    "embed": "embeddings only",
+    "fused": "fused (+ embeddings)",
+}
 SETS = {
     "easy": ROOT / "bench" / "data" / "retrieval_set.json",
     "hard": ROOT / "bench" / "data" / "retrieval_hard.json",
@@ -48,6 +66,9 @@ SETS = {
 def _worker(args: argparse.Namespace) -> None:
     sys.path.insert(0, str(ROOT))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
+    import retrieval_embeddings as emb  # bench/retrieval_embeddings.py
+
+    endpoint = emb.start_endpoint()
     import django
 
     django.setup()
@@ -86,7 +107,11 @@ def _worker(args: argparse.Namespace) -> None:
         for task in sets[name]["tasks"]:
             tags = task["tags"] if mode in ("both", "tags") else {}
             text = task["task"] if mode in ("both", "text") else ""
-            found = [s.experience.code for s in experience_search(tags=tags, text=text, k=3)]
+            if mode in EMBEDDING_MODES:
+                vectors = task_vectors[task["task"]]
+                found = emb.embeddings_only(vectors) if mode == "embed" else emb.fused(task, vectors)
+            else:
+                found = [s.experience.code for s in experience_search(tags=tags, text=text, k=3)]
             hits = len(set(found) & set(task["expected"]))
             precisions.append(hits / 3)
             recalls.append(hits / len(task["expected"]))
@@ -94,18 +119,21 @@ def _worker(args: argparse.Namespace) -> None:
             ranks.append(1 / first if first else 0.0)
         return statistics.mean(precisions), statistics.mean(recalls), statistics.mean(ranks)
 
+    task_vectors = emb.task_embeddings([task for data in sets.values() for task in data["tasks"]])
     rows = []
     for name in sets:
         count = len(load([name]))
-        rows += [(f"{name} alone ({count})", mode, *quality(name, mode)) for mode in ("both", "tags", "text")]
+        emb.embed_all()
+        rows += [(f"{name} alone ({count})", mode, *quality(name, mode)) for mode in MODES]
     labeled = load(list(sets))
     _add_distractors(Experience, ExperienceStatus, labeled, args.size - len(labeled))
+    embedding = emb.embed_all()
     if vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE memory_experience")
     total = Experience.objects.count()
     for name in sets:
-        rows += [(f"{name} among {total:,}", mode, *quality(name, mode)) for mode in ("both", "tags", "text")]
+        rows += [(f"{name} among {total:,}", mode, *quality(name, mode)) for mode in MODES]
 
     tasks = [task for data in sets.values() for task in data["tasks"]]
     for task in tasks:  # warm-up
@@ -117,6 +145,8 @@ def _worker(args: argparse.Namespace) -> None:
             experience_search(tags=task["tags"], text=task["task"], k=5, explain=True)
             timings.append((time.perf_counter() - started) * 1000)
     timings.sort()
+    fused_timings = emb.fused_latency(tasks, task_vectors, args.repeats)
+    endpoint.stop()
     print(
         json.dumps(
             {
@@ -126,6 +156,9 @@ def _worker(args: argparse.Namespace) -> None:
                 "median_ms": statistics.median(timings),
                 "p95_ms": timings[int(len(timings) * 0.95) - 1],
                 "calls": len(timings),
+                "fused_median_ms": statistics.median(fused_timings),
+                "fused_p95_ms": fused_timings[int(len(fused_timings) * 0.95) - 1],
+                "embedding": embedding,
                 "load": os.getloadavg(),
             }
         )
@@ -165,7 +198,11 @@ def _add_distractors(Experience: Any, ExperienceStatus: Any, labeled: list[Any],
 
 def _run(kind: str, args: argparse.Namespace, url: str | None = None) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "SQLITE_PATH")}
-    env.update(DJANGO_SETTINGS_MODULE="agentsite.settings", LOG_LEVEL="WARNING", PYTHONPATH=str(ROOT))
+    env.update(
+        DJANGO_SETTINGS_MODULE="agentsite.settings",
+        LOG_LEVEL="WARNING",
+        PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "bench")]),
+    )
     if url:
         env["DATABASE_URL"] = url
     else:
@@ -176,13 +213,18 @@ def _run(kind: str, args: argparse.Namespace, url: str | None = None) -> dict[st
 
 
 def _print(result: dict[str, Any]) -> None:
-    print(f"\n{result['vendor']}: quality (precision@3 / recall@3 / MRR, tags from the sets, no embeddings)")
+    print(f"\n{result['vendor']}: quality (precision@3 / recall@3 / MRR, tags from the sets)")
     for name, mode, precision, recall, mrr in result["quality"]:
-        label = {"both": "tags + full text", "tags": "tags only", "text": "full text only"}[mode]
-        print(f"  {name:<22} {label:<17} P@3 {precision:.3f}   R@3 {recall:.3f}   MRR {mrr:.3f}")
+        print(f"  {name:<22} {LABELS[mode]:<22} P@3 {precision:.3f}   R@3 {recall:.3f}   MRR {mrr:.3f}")
+    e = result["embedding"]
+    print(
+        f"{result['vendor']}: embedded {e['embedded']:,} approved experiences in {e['calls']} calls of "
+        f"{e['batch']} in {e['seconds']:.1f} s (scripted bag-of-words endpoint through litellm)"
+    )
     print(
         f"{result['vendor']}: latency over {result['total']:,} experiences, k=5, {result['calls']} calls: "
-        f"median {result['median_ms']:.1f} ms, p95 {result['p95_ms']:.1f} ms "
+        f"median {result['median_ms']:.1f} ms, p95 {result['p95_ms']:.1f} ms; fused (task embedding "
+        f"given) median {result['fused_median_ms']:.1f} ms, p95 {result['fused_p95_ms']:.1f} ms "
         f"(load average {' / '.join(f'{x:.1f}' for x in result['load'])})"
     )
 

@@ -99,7 +99,7 @@ class ExperienceAdmin(admin.ModelAdmin):
         ("created_at", "updated_at"),
     )
     raw_id_fields = ("trace",)
-    actions = ["approve", "retire", "back_to_draft", "export_markdown", "merge_tags"]
+    actions = ["approve", "retire", "back_to_draft", "export_markdown", "merge_tags", "embed"]
     ordering = ("-updated_at",)
 
     @admin.display(description="condition")
@@ -135,6 +135,15 @@ class ExperienceAdmin(admin.ModelAdmin):
         if change and "status" in form.changed_data and request.user.is_authenticated:
             obj.reviewed_by, obj.reviewed_at = request.user, timezone.now()
         super().save_model(request, obj, form, change)
+        if obj.status == ExperienceStatus.APPROVED:
+            services.experiences_embed_all(codes=[obj.code])
+
+    @admin.action(description="Embed the selected approved experiences again (AGENT_EMBEDDING_MODEL)")
+    def embed(self, request: HttpRequest, queryset: QuerySet[Experience]) -> None:
+        codes = list(queryset.values_list("code", flat=True))
+        done = services.experiences_embed_all(codes=codes, everything=True)
+        level = messages.SUCCESS if done else messages.WARNING
+        self.message_user(request, f"{done} approved experience(s) embedded (see the log if fewer).", level)
 
     def _set_status(self, request: HttpRequest, queryset: QuerySet[Experience], status: str) -> None:
         codes = list(queryset.values_list("code", flat=True))

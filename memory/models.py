@@ -106,6 +106,7 @@ class Experience(models.Model):
     intent_index = models.TextField(blank=True, default="", editable=False)
     state_index = models.TextField(blank=True, default="", editable=False)
     search_text = models.TextField(blank=True, default="", editable=False)
+    _embedded_text: str | None = None  # search_text as loaded (from_db), not a field
 
     class Meta:
         ordering = ["code"]
@@ -115,8 +116,15 @@ class Experience(models.Model):
         return f"{self.code}: {self.condition or self.rule}"[:120]
 
     def save(self, *args: Any, touch: bool = True, **kwargs: Any) -> None:
-        """Save with fresh indexes; `touch=False` keeps `updated_at` (imports)."""
+        """Save with fresh indexes; `touch=False` keeps `updated_at` (imports). An edit of
+        the text an embedding was made from drops it (embed_missing makes a new one)."""
         self.build_indexes()
+        loaded = self._embedded_text
+        if loaded is not None and loaded != self.search_text and self.embedding_model:
+            self.embedding, self.embedding_model = None, ""
+            if kwargs.get("update_fields") is not None:
+                kwargs["update_fields"] = {*kwargs["update_fields"], "embedding", "embedding_model"}
+        self._embedded_text = self.search_text
         if touch:
             self.updated_at = timezone.now()
         if kwargs.get("update_fields") is not None:
@@ -131,6 +139,13 @@ class Experience(models.Model):
                 "updated_at",
             }
         super().save(*args, **kwargs)
+
+    @classmethod
+    def from_db(cls, db: Any, field_names: Any, values: Any) -> Experience:
+        """Remembers the text the stored embedding was made from (save() compares)."""
+        experience = super().from_db(db, field_names, values)
+        experience._embedded_text = experience.__dict__.get("search_text")
+        return experience
 
     def build_indexes(self) -> None:
         """Normalise tags and text, and refresh the denormalised retrieval columns."""

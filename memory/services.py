@@ -14,6 +14,7 @@ from django.utils import timezone
 from memory import experiences_md
 from memory.experiences_md import ExperienceData
 from memory.models import Experience, ExperienceSource, ExperienceStatus
+from memory.retrieval.embeddings import Progress, embed_missing
 from memory.tags import canonical_tag, normalize_tag, normalize_tags
 from traces.models import Trace
 
@@ -64,10 +65,17 @@ def experience_update(*, experience: Experience, user: Any = None, **fields: Any
 
 
 def _embed(*, codes: list[str]) -> None:
-    """Approved experiences get an embedding when an embedding model is configured (M4)."""
-    from memory.retrieval import embed_missing
-
+    """Approved experiences get an embedding when an embedding model is configured (M4), in
+    batches; a provider failure is logged and leaves them lexical-only (approval stands)."""
     embed_missing(codes=codes)
+
+
+def experiences_embed_all(
+    *, codes: list[str] | None = None, everything: bool = False, on_progress: Progress | None = None
+) -> int:
+    """(Re-)embed approved experiences (among `codes`) in batches: those missing an embedding
+    from the configured model, or all of them with `everything`; how many were stored."""
+    return embed_missing(codes=codes, everything=everything, on_progress=on_progress)
 
 
 def experience_set_status(*, experience: Experience, status: str, user: Any) -> Experience:
@@ -255,6 +263,7 @@ def experiences_import(*, text: str) -> dict[str, list[str]]:
             _apply(experience, block, existing_traces)
             experience.save(touch=block.updated_at is None)
             (updated if block.code in current else created).append(block.code)
+    _embed(codes=created + updated)  # the approved ones, in batches, after the commit
     return {"created": created, "updated": updated}
 
 

@@ -418,11 +418,33 @@ class _AnthropicFormat:
         yield event("message_stop", {})
 
 
-def embedding_of(text: str, dimensions: int = 64) -> list[float]:
-    """A deterministic bag-of-words vector: texts sharing words point the same way."""
+EMBEDDING_DIMENSIONS = 512
+_EMBEDDING_STOPWORDS = frozenset(
+    """a an and are as at be by for from has have in is it its of on or that the this to was were
+    will with when what which while you your i we our not no do does did can should would""".split()
+)
+_SUFFIXES = ("ations", "ation", "ings", "ing", "ies", "ied", "es", "ed", "ly", "s")
+
+
+def _stem(word: str) -> str:
+    """A crude suffix-stripping stemmer: "builds"/"building"/"built" are not all one, but
+    "caches"/"caching"/"cached" are."""
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
+
+
+def embedding_of(text: str, dimensions: int = EMBEDDING_DIMENSIONS) -> list[float]:
+    """A deterministic local bag-of-words vector: content words, lowercased and stemmed,
+    hashed into `dimensions` buckets with a hashed sign (so colliding words cancel rather
+    than add up); texts sharing words point the same way, others are near orthogonal."""
     vector = [0.0] * dimensions
-    for word in re.findall(r"\w+", text.lower()):
-        vector[int(hashlib.sha256(word.encode()).hexdigest(), 16) % dimensions] += 1.0
+    for word in re.findall(r"[a-z0-9]+", text.lower()):
+        if word in _EMBEDDING_STOPWORDS:
+            continue
+        digest = int.from_bytes(hashlib.blake2b(_stem(word).encode(), digest_size=8).digest(), "big")
+        vector[digest % dimensions] += 1.0 if (digest >> 32) & 1 else -1.0
     return vector
 
 
@@ -637,7 +659,7 @@ def _make_handler(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
         def _answer(self, request: RecordedRequest) -> None:
             anthropic = request.path.endswith("/messages")
             if request.path.endswith("/embeddings"):
-                self._json(200, embeddings_body(request.body), {})
+                self._embeddings(request)
                 return
             if not (anthropic or request.path.endswith("/chat/completions")):
                 request.status = 404
@@ -672,6 +694,20 @@ def _make_handler(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                 self._anthropic(request, reply, calls, usage)
             else:
                 self._openai(request, reply, calls, usage)
+
+        def _embeddings(self, request: RecordedRequest) -> None:
+            """Vectors from `embedding_of`, unless an error `Reply` is scripted for the model
+            (a transient 503 or 429 that the client should retry)."""
+            reply = llm._next_reply(request.model, request.body)
+            if reply.is_error:
+                request.status = reply.status if reply.status >= 400 else 500
+                self._json(
+                    request.status,
+                    _openai_error(Reply(status=request.status, error=reply.error)),
+                    reply.headers,
+                )
+                return
+            self._json(200, embeddings_body(request.body), {})
 
         def _openai(
             self,

@@ -348,18 +348,32 @@ def embedding_model() -> ModelSettings | None:
     )
 
 
-def embed(texts: list[str], *, model: ModelSettings, timeout: float = 30.0) -> list[list[float]]:
-    """Embedding vectors of `texts` through litellm; LLMError when the provider fails."""
+def embed(
+    texts: list[str], *, model: ModelSettings, timeout: float = 30.0, retries: int | None = None
+) -> list[list[float]]:
+    """Embedding vectors of `texts` in ONE provider call (the caller batches), retried like a
+    completion on rate limits and transient errors (AGENT_LLM_RETRIES); LLMError when it fails."""
     import litellm
 
-    kwargs: dict[str, Any] = {"model": model.model, "input": texts, "timeout": timeout}
+    kwargs: dict[str, Any] = {
+        "model": model.model,
+        "input": texts,
+        "timeout": timeout,
+        "num_retries": 0,  # retries are ours, as for completions
+        "max_retries": 0,
+    }
     if model.api_base:
         kwargs["api_base"] = model.api_base
     if model.api_key:
         kwargs["api_key"] = model.api_key
+    # litellm's OpenAI embedding path reads `max_retries or DEFAULT_MAX_RETRIES` (and sets it
+    # on the SDK client), so max_retries=0 would become 2 retries inside ours
+    litellm.DEFAULT_MAX_RETRIES = 0  # type: ignore[misc]
     try:
-        response = litellm.embedding(**kwargs)
+        response = LLMClient(retries=retries)._with_retries(litellm.embedding, kwargs)
     except Exception as exc:
         raise LLMError(f"{model.model}: {_describe(exc)}") from exc
     rows = sorted(response.data, key=lambda row: row["index"])
+    if len(rows) != len(texts):
+        raise LLMError(f"{model.model}: {len(rows)} embeddings for {len(texts)} texts")
     return [list(map(float, row["embedding"])) for row in rows]

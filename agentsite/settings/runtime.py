@@ -93,6 +93,10 @@ AGENT_EXPERIENCE_MIN_SCORE = env_float("AGENT_EXPERIENCE_MIN_SCORE", 0.75, minim
 AGENT_EMBEDDING_MODEL = env_str("AGENT_EMBEDDING_MODEL")
 AGENT_EMBEDDING_API_BASE = env_str("AGENT_EMBEDDING_API_BASE") or AGENT_API_BASE
 AGENT_EMBEDDING_API_KEY = env_str("AGENT_EMBEDDING_API_KEY") or AGENT_API_KEY
+# texts per embedding call; the cosine that makes an experience relevant without a shared
+# tag or word (memory/retrieval/fusion.py)
+AGENT_EMBEDDING_BATCH = env_int("AGENT_EMBEDDING_BATCH", 64, minimum=1)
+AGENT_EMBEDDING_MIN_COSINE = env_float("AGENT_EMBEDDING_MIN_COSINE", 0.5, minimum=0.0)
 AGENT_SKILLS_DIRS = [
     path if path.is_absolute() else BASE_DIR / path
     for path in map(Path, env_list("AGENT_SKILLS_DIRS", ["skills"]))

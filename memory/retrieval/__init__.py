@@ -4,12 +4,13 @@
   (PostgreSQL ts_rank_cd, SQLite FTS5 bm25);
 - `search.py`: `experience_search`, the weights, the relevance floor, scope, the "why";
 - `task.py`: a new trace's tagging, `retrieve_for_task`, the prompt block;
-- `embeddings.py`: optional embeddings (AGENT_EMBEDDING_MODEL) that re-rank the top rows.
+- `embeddings.py`: optional embeddings (AGENT_EMBEDDING_MODEL), computed in batches and stored;
+- `fusion.py`: reciprocal rank fusion of the lexical order and the embedding order.
 """
 
 from __future__ import annotations
 
-from memory.retrieval.embeddings import cosine, embed_missing, embed_text, experience_embed
+from memory.retrieval.embeddings import cosine, embed_missing, embed_task, embed_text, experiences_embed
 from memory.retrieval.lexical import query_words
 from memory.retrieval.search import Scored, experience_search
 from memory.retrieval.task import (
@@ -25,8 +26,9 @@ __all__ = [
     "Scored",
     "cosine",
     "embed_missing",
+    "embed_task",
     "embed_text",
-    "experience_embed",
+    "experiences_embed",
     "experience_search",
     "format_experiences",
     "parse_json_object",

@@ -6,7 +6,10 @@
               + 3 * rank: the database's own full-text rank in [0, 1) (ts_rank_cd / bm25:
                 field weights, length normalisation, IDF on SQLite; memory/retrieval/lexical.py)
               + 0.5 * trust: votes / 2 + (confidence - 0.5), in (-1, 1)  (never outweighs a tag)
-              + 3 * embedding similarity   (cosine; only with AGENT_EMBEDDING_MODEL)
+
+With a task embedding (AGENT_EMBEDDING_MODEL), this lexical order is fused with
+the embedding order by reciprocal rank fusion (memory/retrieval/fusion.py), which
+also owns the floor's embedding half.
 
 An experience is returned only when its relevance reaches
 AGENT_EXPERIENCE_MIN_SCORE (default 0.75, calibrated on bench/retrieval.py's
@@ -29,13 +32,12 @@ from typing import Any
 from django.conf import settings
 
 from memory.models import Experience, ExperienceStatus
-from memory.retrieval.embeddings import cosine
+from memory.retrieval.fusion import EMBEDDING_POOL, fuse, lexical_order
 from memory.retrieval.lexical import matched_words, query_words, ranked
 from memory.tags import normalize_tags
 
 WEIGHTS = {"intent": 4.0, "state": 2.0, "text": 3.0, "rank": 3.0, "trust": 0.5}
 POOL = 50  # rows the database ranks first, then scored here
-EMBEDDING_WEIGHT = 3.0
 
 
 @dataclass
@@ -46,6 +48,7 @@ class Scored:
     matched: dict[str, list[str]] = field(
         default_factory=dict
     )  # {"intent": [...], "state": [...], "words": [...]}
+    fusion: dict[str, Any] | None = None  # ranks, cosine and fused score (memory/retrieval/fusion.py)
 
     @property
     def relevance(self) -> float:
@@ -59,6 +62,7 @@ class Scored:
             "relevance": round(self.relevance, 3),
             "parts": {k: round(v, 3) for k, v in self.parts.items()},
             "matched": self.matched,
+            **({"fusion": self.fusion} if self.fusion is not None else {}),
         }
 
 
@@ -103,16 +107,17 @@ def experience_search(
         tags=tags,
         words=words,
         weights=WEIGHTS,
-        limit=max(POOL, k),
+        limit=max(POOL, k, EMBEDDING_POOL if query_embedding else 0),
         codes=codes,
     )
-    loaded = Experience.objects.all() if query_embedding else Experience.objects.defer("embedding")
-    experiences = loaded.in_bulk([row["pk"] for row in rows])
+    rows, extra = rows[: max(POOL, k)], [row["pk"] for row in rows[max(POOL, k) :]]
+    experiences = Experience.objects.defer("embedding").in_bulk([row["pk"] for row in rows])
     matched = matched_words([row["pk"] for row in rows], words)
-    scored = [_scored(experiences[row["pk"]], row, matched, words, query_embedding) for row in rows]
-    scored = [s for s in scored if s.relevance >= floor]
-    scored.sort(key=lambda s: (-s.score, -s.experience.helpful, s.experience.code))
-    top = scored[:k]
+    scored = [_scored(experiences[row["pk"]], row, matched, words) for row in rows]
+    if query_embedding:
+        top = fuse(scored, extra=extra, query_embedding=query_embedding, floor=floor, k=k, make=_unmatched)
+    else:
+        top = sorted((s for s in scored if s.relevance >= floor), key=lexical_order)[:k]
     if explain:
         _explain(top, tags, matched)
     return top
@@ -123,7 +128,6 @@ def _scored(
     row: dict[str, Any],
     matched: dict[int, list[str]],
     words: list[str],
-    query_embedding: list[float] | None,
 ) -> Scored:
     votes = (experience.helpful - experience.harmful) / (experience.helpful + experience.harmful + 1)
     coverage = len(matched.get(row["pk"], [])) / len(words) if words else 0.0
@@ -134,9 +138,12 @@ def _scored(
         "rank": WEIGHTS["rank"] * row["rank"],
         "trust": WEIGHTS["trust"] * (votes / 2 + experience.confidence - 0.5),
     }
-    if query_embedding and experience.embedding:
-        parts["embedding"] = EMBEDDING_WEIGHT * max(0.0, cosine(query_embedding, experience.embedding))
     return Scored(experience, round(sum(parts.values()), 6), parts)
+
+
+def _unmatched(experience: Experience) -> Scored:
+    """An embedding candidate beyond the lexical pool: no lexical part."""
+    return Scored(experience, 0.0, {})
 
 
 def _explain(found: list[Scored], tags: dict[str, list[str]], by_pk: dict[int, list[str]]) -> None:

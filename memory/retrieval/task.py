@@ -13,7 +13,7 @@ from django.conf import settings
 
 from memory import prompts
 from memory.models import Experience, ExperienceStatus
-from memory.retrieval.embeddings import embed_text
+from memory.retrieval.embeddings import embed_task
 from memory.retrieval.search import Scored, experience_search
 from memory.selectors import tag_counts
 from memory.tags import normalize_tags
@@ -117,7 +117,7 @@ def retrieve_for_task(
         agent_type=agent_type,
         user_id=user_id,
         codes=codes,
-        query_embedding=embed_text(task),
+        query_embedding=embed_task(task, tags),
         explain=True,
     )
     return Retrieval(tags=tags, found=found)

@@ -206,29 +206,6 @@ def test_expert_marks_and_citations_of_unknown_codes(make_experience):
     assert trace.context["experiences"]["cited"] == [experience.code]
 
 
-def test_embedding_similarity_breaks_ties_through_litellm(llm, make_experience, settings):
-    from memory.retrieval import embed_missing, embed_text
-
-    settings.AGENT_EMBEDDING_MODEL = "openai/embedder"
-    settings.AGENT_EMBEDDING_API_BASE = llm.url
-    settings.AGENT_EMBEDDING_API_KEY = "sk-test-not-a-secret"
-    near = make_experience(
-        rule="Cache the wheel downloads between builds.", tags={"intent": ["optimization"]}
-    )
-    far = make_experience(rule="Translate the strings.", tags={"intent": ["optimization"]}, helpful=3)
-
-    assert embed_missing() == 0  # approved experiences are embedded when they are stored
-    near.refresh_from_db()
-    assert near.embedding_model == "openai/embedder" and len(near.embedding) == 64
-    query = embed_text("cache wheel downloads")
-    found = experience_search(tags={"intent": ["optimization"]}, query_embedding=query)
-
-    assert codes(found) == [near.code, far.code]  # without the embedding, far's helpful votes win
-    assert codes(experience_search(tags={"intent": ["optimization"]})) == [far.code, near.code]
-    assert found[0].parts["embedding"] > 0
-    assert [r.path for r in llm.requests_for("embedder")] == ["/v1/embeddings"] * 3
-
-
 FLAKY = dict(
     rule="After two identical reads, stop re-reading: run the test with `-p no:randomly --count 20` to reproduce.",
     condition="a flaky test needs reproducing",

@@ -1,0 +1,96 @@
+"""Reciprocal rank fusion of the lexical order and the embedding order (M4).
+
+    fused(e) = 1 / (RRF_K + lexical rank of e) + 1 / (RRF_K + embedding rank of e)
+
+(a missing rank adds nothing). RRF (Cormack, Clarke & Buettcher, SIGIR 2009)
+fuses ranks, not scores, so the lexical score's scale (tag weights, bm25 or
+ts_rank_cd) and the cosine's (which depends on the embedding model) never need
+calibrating against each other; RRF_K = 60 is the paper's constant: it keeps the
+top few of either order close, so an experience both orders place well beats
+one that only one order places first.
+
+Candidates: the rows the lexical query returned (memory/retrieval/lexical.py:
+ranked, widened from 50 to EMBEDDING_POOL rows when fusing): the best of everything
+sharing a tag or a word with the task. The embedding order is the cosine between
+the task's vector (task + tags: memory/retrieval/embeddings.py:embed_task) and each
+candidate's stored unit vector, a dot product in Python over those 200 rows (~3 ms
+at 512 dimensions; no vector index, pgvector is not used: docs/ARCHITECTURE.md).
+An experience nothing lexical reaches is not a candidate: with a real embedding
+model a paraphrase sharing no word and no tag is missed (a cosine scan of every
+approved experience in Python costs ~15 us per vector, 120 ms at 8,000).
+
+The floor: an experience is injected only if it is lexically relevant
+(relevance >= AGENT_EXPERIENCE_MIN_SCORE, the rule of memory/retrieval/search.py)
+or its cosine reaches AGENT_EMBEDDING_MIN_COSINE (a strong semantic match that
+shares too few words). Below both, fusion cannot lift it: a good embedding
+rank of a weak match does not make it relevant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from django.conf import settings
+
+from memory.models import Experience
+from memory.retrieval.embeddings import dot, unit, unpack
+
+if TYPE_CHECKING:
+    from memory.retrieval.search import Scored
+
+RRF_K = 60
+EMBEDDING_POOL = 200  # lexical rows the embedding order is computed over
+
+
+def fuse(
+    lexical: list[Scored],
+    *,
+    extra: list[int],
+    query_embedding: list[float],
+    floor: float,
+    k: int,
+    make: Callable[[Experience], Scored],
+) -> list[Scored]:
+    """The top `k` of `lexical` (scored rows, any order) and the `extra` candidates (primary
+    keys beyond the lexical pool), by fused rank, at or above the floor.
+
+    `make(experience)` builds the Scored of an extra candidate (no lexical part). Each
+    result's `fusion` records its lexical rank, embedding rank, cosine and fused score.
+    """
+    min_cosine = settings.AGENT_EMBEDDING_MIN_COSINE
+    relevant = sorted((s for s in lexical if s.relevance >= floor), key=lexical_order)
+    lexical_rank = {s.experience.pk: rank for rank, s in enumerate(relevant, 1)}
+    pks = [s.experience.pk for s in lexical] + extra
+    query = unit(query_embedding)
+    stored = Experience.objects.filter(pk__in=pks, embedding__isnull=False).values_list("pk", "embedding")
+    cosines = {pk: dot(query, unpack(v)) for pk, v in stored}
+    by_cosine = sorted((pk for pk, c in cosines.items() if c > 0), key=lambda pk: (-cosines[pk], pk))
+    embedding_rank = {pk: rank for rank, pk in enumerate(by_cosine, 1)}
+    eligible = set(lexical_rank) | {pk for pk, c in cosines.items() if c >= min_cosine}
+
+    def fused(pk: int) -> float:
+        return sum(1 / (RRF_K + ranks[pk]) for ranks in (lexical_rank, embedding_rank) if pk in ranks)
+
+    by_pk = {s.experience.pk: s for s in lexical}
+    position = {pk: i for i, pk in enumerate(pks)}  # ties: the lexical order
+    best = sorted(eligible, key=lambda pk: (-fused(pk), lexical_rank.get(pk, 1 << 30), position[pk]))[:k]
+    missing = [pk for pk in best if pk not in by_pk]
+    for experience in Experience.objects.defer("embedding").filter(pk__in=missing):
+        by_pk[experience.pk] = make(experience)
+    top = [by_pk[pk] for pk in best]
+    for s in top:
+        pk = s.experience.pk
+        s.fusion = {
+            "lexical_rank": lexical_rank.get(pk),
+            "embedding_rank": embedding_rank.get(pk),
+            "cosine": round(cosines.get(pk, 0.0), 3),
+            "fused": round(fused(pk), 5),
+            "rrf_k": RRF_K,
+        }
+    return top
+
+
+def lexical_order(s: Scored) -> tuple[float, int, str]:
+    """The lexical ranking's order: score, then helpful votes, then code."""
+    return (-s.score, -s.experience.helpful, s.experience.code)
