@@ -384,3 +384,35 @@ def test_a_cost_that_is_not_a_finite_number_is_unknown() -> None:
     assert _known("not a number") is None
     assert _known(0) is None  # zero means no price known, as litellm reports it
     assert _known(0.0125) == 0.0125
+
+
+# --- litellm's own HTTP handler for OpenAI-compatible endpoints (issue 18, tuned) --------
+
+
+def test_litellms_direct_http_handler_gives_the_same_replies(llm: ScriptedLLM, monkeypatch: Any) -> None:
+    """EXPERIMENTAL_OPENAI_BASE_LLM_HTTP_HANDLER (litellm's switch, documented in the README's
+    density section as a tuning) skips the OpenAI SDK: plain, streamed and tool-call replies
+    and a retried rate limit come out as through the SDK."""
+    calls = [ToolCall("read", {"path": "a.txt"}, id="call_a")]
+    replies = [Reply(text="It says hello.", tool_calls=calls)]
+
+    def ask(stream: bool) -> Any:
+        llm.script("scripted", [Reply(status=429, headers={"retry-after": "0"}), *replies])
+        return LLMClient(retries=1)(USER, model=agent_model(), tools=[READ_TOOL], stream=stream)
+
+    through_sdk = [ask(False), ask(True)]
+    monkeypatch.setenv("EXPERIMENTAL_OPENAI_BASE_LLM_HTTP_HANDLER", "true")
+    direct = [ask(False), ask(True)]
+
+    for sdk, own in zip(through_sdk, direct, strict=True):
+        assert (own.content, own.tool_calls, own.finish_reason, own.streamed) == (
+            sdk.content,
+            sdk.tool_calls,
+            sdk.finish_reason,
+            sdk.streamed,
+        )
+        assert (own.prompt_tokens, own.completion_tokens) == (sdk.prompt_tokens, sdk.completion_tokens)
+    assert [request.status for request in llm.requests] == [429, 200] * 4
+    # the first four went through the OpenAI SDK, the last four did not
+    stainless = ["x-stainless-lang" in request.headers for request in llm.requests]
+    assert stainless == [True] * 4 + [False] * 4
