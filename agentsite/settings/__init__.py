@@ -97,7 +97,11 @@ def _database() -> Mapping[str, Any]:
     if url:
         import dj_database_url
 
-        db = dj_database_url.parse(url, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60))
+        # Web servers (ASGI) close their connection after each request, as Django's docs
+        # ask of ASGI deployments: each request runs in a thread of its own, and a
+        # persistent connection outlived its thread until the garbage collector found it
+        # (a burst of 256 start requests held PostgreSQL's 200 connections: 503s).
+        db = dj_database_url.parse(url, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 0))
         db["CONN_HEALTH_CHECKS"] = True
         pool_size = env_int("AGENT_DB_POOL_SIZE", 8, minimum=0)
         if pool_size and db["ENGINE"] == "django.db.backends.postgresql" and sys.argv[1:2] == ["qcluster"]:
