@@ -21,12 +21,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from django.contrib.postgres.search import SearchQuery, SearchRank, SearchVectorField
 from django.db import connection
-from django.db.models import Case, ExpressionWrapper, F, FloatField, IntegerField, QuerySet, Value, When
-from django.db.models.expressions import RawSQL
 
-from memory.models import Experience
+from memory.fulltext import FTS_TABLE
 
 # ts_rank_cd weights in PostgreSQL's order {D, C, B, A}: category, rule, condition, tags.
 PG_WEIGHTS = [0.1, 0.3, 0.6, 1.0]
@@ -34,10 +31,9 @@ PG_NORMALIZATION = 1 | 32
 # bm25 column weights in the FTS table's column order: tags, condition, rule, category, tagset.
 FTS_WEIGHTS = (1.0, 0.6, 0.3, 0.1, 0.0)  # the tagset column is matched by tag, not ranked
 BM25_HALF = 4.0  # the bm25 score that maps to text rank 0.5 (calibrated by bench/retrieval.py)
-from memory.fulltext import FTS_TABLE  # noqa: E402
 
 MAX_WORDS = 24
-RANK_POOL = 200  # PostgreSQL: rows ts_rank_cd is computed for (the best by tags and covered words)
+RANK_POOL = 100  # PostgreSQL: rows ts_rank_cd is computed for (the best by tags and covered words)
 
 _STOPWORDS = frozenset(
     """a about above after again all also an and any are as at be been before being below between both but by
@@ -56,16 +52,6 @@ def query_words(text: str) -> list[str]:
     return list(dict.fromkeys(kept))[:MAX_WORDS]
 
 
-def _tag_hits(column: str, tags: list[str]) -> Any:
-    if not tags:
-        return Value(0)
-    hits = [Case(When(**{f"{column}__contains": f" {t} "}, then=1), default=0) for t in tags]
-    total: Any = hits[0]
-    for hit in hits[1:]:
-        total = total + hit
-    return ExpressionWrapper(total, output_field=IntegerField())
-
-
 def ranked(
     *,
     statuses: list[str],
@@ -76,44 +62,20 @@ def ranked(
     limit: int,
     codes: list[str] | None = None,
 ) -> list[dict[str, Any]]:
-    """The best `limit` candidates as {pk, intent_hits, state_hits, rank}, best first
+    """The best `limit` candidates as {pk, intent_hits, state_hits, rank, words}, best first
     (among the experiences named by `codes` when given: a run's chosen set).
 
     A candidate is in `statuses` and `scopes` and shares a tag or a word with the
-    task; `rank` is the database's
-    full-text rank in [0, 1); `weights` are the intent, state, rank and trust
-    weights the order uses (memory/retrieval/search.py re-scores the rows).
+    task; `rank` is the database's full-text rank in [0, 1); `words` are the task
+    words its tags or condition match (stemmed by the database): the words that say
+    the lesson applies, not words of its advice. `weights` are the intent, state,
+    rank and trust weights the order uses (memory/retrieval/search.py re-scores the rows).
     """
     if connection.vendor != "postgresql":
-        return _ranked_sqlite(statuses, scopes, tags, words, weights, limit, codes)
-    candidates = Experience.objects.filter(status__in=statuses, scope__in=scopes)
-    if codes is not None:
-        candidates = candidates.filter(code__in=codes)
-    annotated = candidates.annotate(
-        intent_hits=_tag_hits("intent_index", tags["intent"]),
-        state_hits=_tag_hits("state_index", tags["state"]),
-    )
-    return _ranked_postgresql(annotated, tags, words, weights, limit)
-
-
-def _trust() -> Any:
-    """(helpful - harmful) / (helpful + harmful + 1) / 2 + (confidence - 0.5): in (-1, 1)."""
-    votes = (F("helpful") - F("harmful")) / (F("helpful") + F("harmful") + Value(1.0))
-    return votes / Value(2.0) + F("confidence") - Value(0.5)
-
-
-def _relevance(weights: dict[str, float]) -> Any:
-    return ExpressionWrapper(
-        Value(weights["intent"]) * F("intent_hits")
-        + Value(weights["state"]) * F("state_hits")
-        + Value(weights["rank"]) * F("text"),
-        output_field=FloatField(),
-    )
-
-
-def _rows(queryset: QuerySet[Experience], limit: int) -> list[dict[str, Any]]:
-    fields = ("pk", "intent_hits", "state_hits", "text")
-    return [_row(row) for row in queryset.values_list(*fields)[:limit]]
+        rows = _ranked_sqlite(statuses, scopes, tags, words, weights, limit, codes)
+        matched = matched_words([row["pk"] for row in rows], words)
+        return [{**row, "words": matched[row["pk"]]} for row in rows]
+    return _ranked_postgresql(statuses, scopes, tags, words, weights, limit, codes)
 
 
 def _row(row: Any) -> dict[str, Any]:
@@ -121,72 +83,97 @@ def _row(row: Any) -> dict[str, Any]:
     return {"pk": pk, "intent_hits": intent_hits, "state_hits": state_hits, "rank": float(rank or 0.0)}
 
 
-def _pg_vector() -> RawSQL:
-    return RawSQL('"memory_experience"."search_vector"', [], output_field=SearchVectorField())
+def _in(values: list[str]) -> str:
+    return ", ".join(["%s"] * len(values)) or "NULL"
 
 
-def _pg_query(words: list[str]) -> SearchQuery:
-    # raw tsquery "w1 | w2 | ...": every word is [^\W_]+ (query_words), so no operator can slip in
-    return SearchQuery(" | ".join(words), config="english", search_type="raw")
+def _f(weight: float) -> str:
+    """A weight as a float8 literal: numeric arithmetic would make the sort keys slow."""
+    return f"{float(weight)!r}::float8"
+
+
+def _pg_tag_hits(column: str, tags: list[str]) -> tuple[str, list[str]]:
+    # strpos, not LIKE: "_" in a tag would be a LIKE wildcard
+    sql = " + ".join(f"(strpos(e.{column}, %s) > 0)::int" for _ in tags) or "0"
+    return sql, [f" {t} " for t in tags]
 
 
 def _ranked_postgresql(
-    annotated: QuerySet[Experience],
+    statuses: list[str],
+    scopes: list[str],
     tags: dict[str, list[str]],
     words: list[str],
     weights: dict[str, float],
     limit: int,
+    codes: list[str] | None,
 ) -> list[dict[str, Any]]:
-    """Two stages. Every candidate matches the task's words or its tags'
-    words (a tag's words are in the vector at weight A), so the GIN index picks the
-    rows; the inner query keeps the best RANK_POOL by tags and by the number of task
-    words in their tags or condition (cheap `@@` tests); ts_rank_cd, which reads
-    every position, runs on those only."""
+    """One raw query in two stages. Every candidate matches the task's words or its
+    tags' words (a tag's words are in the vector at weight A), so the GIN index
+    picks the rows; the first stage keeps the best RANK_POOL by tags and by the share
+    of the task's words in their tags or condition (`ts_rank` with weights on A and B
+    only: one cheap call per row, where a test per word cost as much as the rest);
+    `ts_rank_cd`, which reads every position, runs on those only, and the per-word
+    tests (`words`) on the rows returned. Raw SQL, not the ORM: one round trip, and
+    compiling one ORM expression per word and tag cost as much as the query."""
     tag_words = [w for kind in ("intent", "state") for t in tags[kind] for w in re.findall(r"[^\W_]+", t)]
-    prefilter = _pg_query(list(dict.fromkeys([*words, *tag_words])))
-    annotated = annotated.annotate(vector=_pg_vector()).filter(vector=prefilter)
-    hits = [
-        Case(When(vector=SearchQuery(f"{w}:AB", config="english", search_type="raw"), then=1), default=0)
-        for w in words
+    # raw tsquery "w1 | w2 | ...": every word is [^\W_]+ (query_words, canonical tags): no operator slips in
+    prefilter = " | ".join(dict.fromkeys([*words, *tag_words]))
+    intent_sql, intent_params = _pg_tag_hits("intent_index", tags["intent"])
+    state_sql, state_params = _pg_tag_hits("state_index", tags["state"])
+    hits = ", ".join("best.v @@ to_tsquery('english', %s)" for _ in words) or "NULL::boolean"
+    covered = "ts_rank('{0, 0, 1, 1}', e.search_vector, to_tsquery('english', %s), 0)" if words else "0"
+    text = "ts_rank_cd(%s::float4[], p.v, to_tsquery('english', %s), %s)" if words else "0.0::float8"
+    in_codes = "" if codes is None else f" AND e.code IN ({_in(codes)})"
+    w = weights
+    sql = f"""
+        WITH p AS MATERIALIZED (
+            SELECT c.* FROM (
+                SELECT e.id, e.code, e.helpful, e.harmful, e.confidence, e.search_vector AS v,
+                       {intent_sql} AS i, {state_sql} AS s, {covered} AS covered
+                FROM memory_experience e
+                WHERE e.search_vector @@ to_tsquery('english', %s)
+                  AND e.status IN ({_in(statuses)}) AND e.scope IN ({_in(scopes)}){in_codes}
+            ) AS c
+            ORDER BY {_f(w["intent"])} * c.i + {_f(w["state"])} * c.s + {_f(w["text"])} * c.covered DESC,
+                     c.helpful DESC, c.code
+            LIMIT {RANK_POOL}
+        ),
+        best AS MATERIALIZED (
+            SELECT r.*, {_pg_score("r", w)} AS score FROM (SELECT p.*, {text} AS t FROM p) AS r
+            ORDER BY score DESC, r.helpful DESC, r.code
+            LIMIT %s
+        )
+        SELECT best.id, best.i, best.s, best.t, ARRAY[{hits}] FROM best
+        ORDER BY best.score DESC, best.helpful DESC, best.code
+    """
+    params = [
+        *intent_params,
+        *state_params,
+        *([" | ".join(words)] if words else []),
+        prefilter,
+        *statuses,
+        *scopes,
+        *(codes or []),
+        *([PG_WEIGHTS, " | ".join(words), PG_NORMALIZATION] if words else []),
+        limit,
+        *[f"{word}:AB" for word in words],  # A tags, B condition (memory/fulltext.py)
     ]
-    covered: Any = Value(0)
-    for hit in hits:
-        covered = covered + hit
-    pool = (
-        annotated.annotate(
-            covered=ExpressionWrapper(covered, output_field=IntegerField()),
-            cheap=ExpressionWrapper(
-                Value(weights["intent"]) * F("intent_hits")
-                + Value(weights["state"]) * F("state_hits")
-                + Value(weights["text"] / max(len(words), 1)) * F("covered"),
-                output_field=FloatField(),
-            ),
-        )
-        .order_by("-cheap", "-helpful", "code")
-        .values_list("pk", flat=True)[:RANK_POOL]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    return [
+        {**_row(row[:4]), "words": [word for word, hit in zip(words, row[4] or [], strict=False) if hit]}
+        for row in rows
+    ]
+
+
+def _pg_score(alias: str, w: dict[str, float]) -> str:
+    """Tags, the full-text rank `t` and trust, as memory/retrieval/search.py weighs them."""
+    trust = f"(({alias}.helpful - {alias}.harmful)::float8 / ({alias}.helpful + {alias}.harmful + 1) / 2 + {alias}.confidence - 0.5)"
+    return (
+        f"{_f(w['intent'])} * {alias}.i + {_f(w['state'])} * {alias}.s + {_f(w['rank'])} * {alias}.t"
+        f" + {_f(w['trust'])} * {trust}"
     )
-    # two queries, not a subquery: the raw "memory_experience"."search_vector" would bind
-    # to the outer query's table inside one and correlate it (a scan per row)
-    best = Experience.objects.filter(pk__in=list(pool)).annotate(
-        intent_hits=_tag_hits("intent_index", tags["intent"]),
-        state_hits=_tag_hits("state_index", tags["state"]),
-    )
-    if words:
-        best = best.annotate(
-            text=SearchRank(
-                _pg_vector(),
-                _pg_query(words),
-                weights=PG_WEIGHTS,
-                normalization=PG_NORMALIZATION,
-                cover_density=True,
-            ),
-        )
-    else:
-        best = best.annotate(text=Value(0.0, output_field=FloatField()))
-    best = best.annotate(score=_relevance(weights) + Value(weights["trust"]) * _trust()).order_by(
-        "-score", "-helpful", "code"
-    )
-    return _rows(best, limit)
 
 
 def _ranked_sqlite(

@@ -33,10 +33,10 @@ from django.conf import settings
 
 from memory.models import Experience, ExperienceStatus
 from memory.retrieval.fusion import EMBEDDING_POOL, fuse, lexical_order
-from memory.retrieval.lexical import matched_words, query_words, ranked
+from memory.retrieval.lexical import query_words, ranked
 from memory.tags import normalize_tags
 
-WEIGHTS = {"intent": 4.0, "state": 2.0, "text": 3.0, "rank": 3.0, "trust": 0.5}
+WEIGHTS = {"intent": 4.0, "state": 2.0, "text": 3.0, "rank": 3.0, "trust": 0.1}
 POOL = 50  # rows the database ranks first, then scored here
 
 
@@ -112,7 +112,7 @@ def experience_search(
     )
     rows, extra = rows[: max(POOL, k)], [row["pk"] for row in rows[max(POOL, k) :]]
     experiences = Experience.objects.defer("embedding").in_bulk([row["pk"] for row in rows])
-    matched = matched_words([row["pk"] for row in rows], words)
+    matched = {row["pk"]: row["words"] for row in rows}
     scored = [_scored(experiences[row["pk"]], row, matched, words) for row in rows]
     if query_embedding:
         top = fuse(scored, extra=extra, query_embedding=query_embedding, floor=floor, k=k, make=_unmatched)
