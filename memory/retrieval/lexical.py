@@ -72,9 +72,7 @@ def ranked(
     rank and trust weights the order uses (memory/retrieval/search.py re-scores the rows).
     """
     if connection.vendor != "postgresql":
-        rows = _ranked_sqlite(statuses, scopes, tags, words, weights, limit, codes)
-        matched = matched_words([row["pk"] for row in rows], words)
-        return [{**row, "words": matched[row["pk"]]} for row in rows]
+        return _ranked_sqlite(statuses, scopes, tags, words, weights, limit, codes)
     return _ranked_postgresql(statuses, scopes, tags, words, weights, limit, codes)
 
 
@@ -185,80 +183,64 @@ def _ranked_sqlite(
     limit: int,
     codes: list[str] | None = None,
 ) -> list[dict[str, Any]]:
-    """Raw SQL around the ORM's candidate query (FTS5 tables cannot be joined by the ORM).
+    """Raw SQL (FTS5 tables cannot be joined by the ORM), in PostgreSQL's two stages.
 
-    Word matches and tag matches both come from the FTS5 index (tags as `tagset`
-    tokens), each MATCH run once (MATERIALIZED); only those rows are read from
-    `memory_experience`, by primary key, and filtered by status and scope there:
-    no scan of the (wide) table.
+    Candidates, word hits and tag hits all come from the FTS5 index (tags as
+    `tagset` tokens), each MATCH run once (MATERIALIZED) and none ranked; only
+    those rows are read from `memory_experience`, by primary key, and filtered by
+    status and scope there. The first stage keeps the best RANK_POOL by tags and
+    by the task's words in their tags or condition (one index look-up per word,
+    whose answers come back as `words`); bm25, the costly part, runs on those only.
     """
     params = [*statuses, *scopes, *(codes or [])]
-    in_statuses, in_scopes = ", ".join(["%s"] * len(statuses)), ", ".join(["%s"] * len(scopes))
-    in_codes = "" if codes is None else f" AND e.code IN ({', '.join(['%s'] * len(codes)) or 'NULL'})"
-    matches = ["SELECT NULL AS id, NULL AS i, NULL AS s WHERE 0"]
-    match_params: list[Any] = []
+    in_codes = "" if codes is None else f" AND e.code IN ({_in(codes)})"
+    # one row per index hit, (id, intent hit, state hit, word number), summed per id in `c`
+    parts = [f"SELECT rowid AS id, 0 AS i, 0 AS s, NULL AS n FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s"]
+    part_params: list[Any] = [_fts_query(words) if words else '""']
     for kind, prefix in (("intent", "i"), ("state", "s")):
         for tag in tags[kind]:
             one, other = ("1", "0") if kind == "intent" else ("0", "1")
-            matches.append(
-                f"SELECT rowid AS id, {one} AS i, {other} AS s FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s"
-            )
-            match_params.append(f'{{tagset}} : "{prefix}_{tag}"')
-    fts = "SELECT NULL AS id, NULL AS b WHERE 0"
-    fts_params: list[Any] = []
-    if words:
-        weights_sql = ", ".join(map(str, FTS_WEIGHTS))
-        fts = f"SELECT rowid AS id, -bm25({FTS_TABLE}, {weights_sql}) AS b FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s"
-        fts_params = [_fts_query(words)]
+            parts.append(f"SELECT rowid, {one}, {other}, NULL FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s")
+            part_params.append(f'{{tagset}} : "{prefix}_{tag}"')
+    for n, word in enumerate(words):  # in the tags or condition: what says the lesson applies
+        parts.append(f"SELECT rowid, 0, 0, {n} FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s")
+        part_params.append(f'{{tags condition}} : "{word}"')
     w = weights
     text = f"coalesce(f.b / (f.b + {BM25_HALF!r}), 0.0)"
-    intent_hits, state_hits = "coalesce(t.i, 0)", "coalesce(t.s, 0)"
-    relevance = f"{w['intent']!r} * {intent_hits} + {w['state']!r} * {state_hits} + {w['rank']!r} * {text}"
+    weights_sql = ", ".join(map(str, FTS_WEIGHTS))
     sql = f"""
-        WITH f AS MATERIALIZED ({fts}),
-             t AS MATERIALIZED (SELECT id, sum(i) AS i, sum(s) AS s FROM ({" UNION ALL ".join(matches)}) GROUP BY id),
-             c AS (SELECT id FROM f UNION SELECT id FROM t)
-        SELECT c.id, {intent_hits}, {state_hits}, {text}
-        FROM c JOIN memory_experience e ON e.id = c.id LEFT JOIN f ON f.id = c.id LEFT JOIN t ON t.id = c.id
-        WHERE e.status IN ({in_statuses}) AND e.scope IN ({in_scopes}){in_codes}
-        ORDER BY {relevance}
-                 + {w["trust"]!r} * ((e.helpful - e.harmful) / (e.helpful + e.harmful + 1.0) / 2.0
-                                     + e.confidence - 0.5) DESC,
-                 e.helpful DESC, e.code
+        WITH c AS MATERIALIZED (
+                SELECT id, sum(i) AS i, sum(s) AS s, count(n) AS covered, group_concat(n) AS ns
+                FROM ({" UNION ALL ".join(parts)}) GROUP BY id
+             ),
+             p AS MATERIALIZED (
+                SELECT c.id, c.i, c.s, c.ns, e.code, e.helpful,
+                       (e.helpful - e.harmful) / (e.helpful + e.harmful + 1.0) / 2.0 + e.confidence - 0.5 AS trust
+                FROM c JOIN memory_experience e ON e.id = c.id
+                WHERE e.status IN ({_in(statuses)}) AND e.scope IN ({_in(scopes)}){in_codes}
+                ORDER BY {w["intent"]!r} * c.i + {w["state"]!r} * c.s
+                         + {w["text"] / max(len(words), 1)!r} * c.covered DESC, e.helpful DESC, e.code
+                LIMIT {RANK_POOL}
+             ),
+             f AS MATERIALIZED (
+                SELECT rowid AS id, -bm25({FTS_TABLE}, {weights_sql}) AS b FROM {FTS_TABLE}
+                WHERE {FTS_TABLE} MATCH %s AND +rowid IN (SELECT id FROM p)
+             )
+        SELECT p.id, p.i, p.s, {text}, p.ns FROM p LEFT JOIN f ON f.id = p.id
+        ORDER BY {w["intent"]!r} * p.i + {w["state"]!r} * p.s + {w["rank"]!r} * {text}
+                 + {w["trust"]!r} * p.trust DESC, p.helpful DESC, p.code
         LIMIT %s
     """
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*fts_params, *match_params, *params, limit])
-        return [_row(row) for row in cursor.fetchall()]
+        cursor.execute(sql, [*part_params, *params, part_params[0], limit])
+        rows = cursor.fetchall()
+    return [{**_row(row[:4]), "words": _words_of(row[4], words)} for row in rows]
+
+
+def _words_of(numbers: str | None, words: list[str]) -> list[str]:
+    hit = {int(n) for n in (numbers or "").split(",") if n}
+    return [word for n, word in enumerate(words) if n in hit]
 
 
 def _fts_query(words: list[str]) -> str:
     return " OR ".join(f'"{w}"' for w in words)
-
-
-def matched_words(pks: list[int], words: list[str]) -> dict[int, list[str]]:
-    """For each of a few experiences, the task words its tags or condition match (stemmed by
-    the database): the words that say the lesson applies, not words of its advice."""
-    out: dict[int, list[str]] = {pk: [] for pk in pks}
-    if not pks or not words:
-        return out
-    ids = ", ".join(str(int(pk)) for pk in pks)
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            columns = ", ".join("search_vector @@ to_tsquery('english', %s)" for _ in words)
-            weighted = [f"{w}:AB" for w in words]  # A tags, B condition (memory/fulltext.py)
-            cursor.execute(f"SELECT id, {columns} FROM memory_experience WHERE id IN ({ids})", weighted)
-            for pk, *hits in cursor.fetchall():
-                out[pk] = [w for w, hit in zip(words, hits, strict=True) if hit]
-            return out
-        # "+rowid": without the +, SQLite hands the IN list to FTS5, which then reads every row
-        parts = " UNION ALL ".join(
-            f"SELECT rowid, %s FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s AND +rowid IN ({ids})"
-            for _ in words
-        )
-        cursor.execute(parts, [p for w in words for p in (w, f'{{tags condition}} : "{w}"')])
-        for pk, word in cursor.fetchall():
-            out[pk].append(word)
-    for pk in out:
-        out[pk] = [w for w in words if w in out[pk]]
-    return out
