@@ -1,7 +1,7 @@
 """Experience retrieval (M4, M5): tag the task, rank experiences, format them for the prompt.
 
-- `lexical.py`: one SQL query ranks tag matches plus the database's full-text rank
-  (PostgreSQL ts_rank_cd, SQLite FTS5 bm25);
+- `lexical.py`: one SQL query ranks tag matches, covered words and the database's
+  full-text rank (PostgreSQL ts_rank_cd, SQLite FTS5 bm25) for the best of those;
 - `search.py`: `experience_search`, the weights, the relevance floor, scope, the "why";
 - `task.py`: a new trace's tagging, `retrieve_for_task`, the prompt block;
 - `embeddings.py`: optional embeddings (AGENT_EMBEDDING_MODEL), computed in batches and stored;

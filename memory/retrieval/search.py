@@ -5,7 +5,9 @@
     score     = relevance
               + 3 * rank: the database's own full-text rank in [0, 1) (ts_rank_cd / bm25:
                 field weights, length normalisation, IDF on SQLite; memory/retrieval/lexical.py)
-              + 0.5 * trust: votes / 2 + (confidence - 0.5), in (-1, 1)  (never outweighs a tag)
+              + 0.1 * trust: votes / 2 + (confidence - 0.5), in (-1, 1)  (orders near-ties: at
+                0.5, ten helpful votes lifted word-salad distractors over lessons that matched
+                one more of the task's words; bench/retrieval.py)
 
 With a task embedding (AGENT_EMBEDDING_MODEL), this lexical order is fused with
 the embedding order by reciprocal rank fusion (memory/retrieval/fusion.py), which
@@ -17,9 +19,10 @@ sets): any shared tag clears it; words alone must cover a quarter of the task,
 so a task that shares a word with an unrelated lesson gets nothing. The floor
 is on coverage, not on the rank, because only coverage means the same on both
 databases and in a library of three experiences (bm25's IDF is ~0 there and
-ts_rank_cd has none); the rank orders what passes. The database ranks every
-candidate in one query; coverage, the floor and the final order are computed
-for its best POOL rows.
+ts_rank_cd has none); the rank orders what passes. The database ranks the
+candidates in one query (tags and coverage first, the full-text rank for the
+best of those) and says which words each of its best POOL rows matched;
+coverage, the floor and the final order are computed here for those rows.
 Candidates are the experiences in the wanted statuses whose scope fits the run:
 everyone (""), the run's agent type (`agent:<type>`), the run's user (`user:<id>`).
 """
@@ -91,9 +94,9 @@ def experience_search(
 ) -> list[Scored]:
     """The top `k` experiences for a task's tags and text at or above the floor, best first.
 
-    Two queries: one ranks every candidate (only the best POOL come back), one
-    reads which of the task's words each of those matched. With `explain`, each
-    result carries the tags and words it matched.
+    Two queries: one ranks the candidates and returns the best POOL with the task
+    words each matched, one loads those experiences. With `explain`, each result
+    carries the tags and words it matched.
     """
     k = settings.AGENT_EXPERIENCE_TOP_K if k is None else k
     floor = settings.AGENT_EXPERIENCE_MIN_SCORE if min_score is None else min_score

@@ -94,3 +94,53 @@ def test_outcomes_move_confidence_and_confidence_moves_the_ranking(make_experien
     assert second.confidence == 0.625 and first.confidence == pytest.approx(0.495, abs=1e-3)
     assert codes(experience_search(tags={"intent": ["debug"]})) == [second.code, first.code]
     assert first.prompt_line().endswith("(helpful 0, harmful 0, succeeded in 1/2 runs (50%))")
+
+
+def test_votes_order_near_ties_but_do_not_lift_a_lesson_that_matches_less(make_experience):
+    task = "the nightly export job times out writing invoices to the archive bucket of the billing region"
+    for topic in ("charts", "email", "fonts", "backups"):  # "invoices" is a common word, not a rare one
+        make_experience(rule=f"Check the invoices {topic}.", condition=f"invoices in {topic}")
+    better = make_experience(
+        rule="Stream the rows.",
+        tags={"intent": ["export"]},
+        condition="an export job times out writing invoices",
+    )
+    voted = make_experience(  # one word fewer, ten helpful votes and full confidence
+        rule="Stream the rows.",
+        tags={"intent": ["export"]},
+        condition="an export job times out writing",
+        helpful=10,
+        confidence=1.0,
+    )
+    tie = make_experience(
+        rule="Stream the rows.",
+        tags={"intent": ["export"]},
+        condition="an export job times out writing",
+        helpful=3,
+    )
+
+    found = experience_search(tags={"intent": ["export"]}, text=task, min_score=0.0)
+
+    assert codes(found)[:3] == [better.code, voted.code, tie.code]  # words first; votes break the tie
+    assert found[0].matched == {} and found[1].parts["trust"] > found[0].parts["trust"]
+
+
+def test_one_query_ranks_and_says_which_words_matched_however_long_the_task(
+    make_experience, django_assert_num_queries
+):
+    hit = make_experience(
+        rule="Bound the cache.",
+        tags={"state": ["memory_leak"], "intent": ["debug"]},
+        condition="worker memory grows",
+    )
+    make_experience(rule="Other.", condition="the charts look wrong")
+    text = "the python worker memory grows until the kernel kills it after many hours of queued report jobs"
+
+    with django_assert_num_queries(2):  # the ranking (with each row's words), then the top rows
+        found = experience_search(
+            tags={"state": ["memory_leak"], "intent": ["debug"]}, text=text, explain=True
+        )
+
+    assert codes(found) == [hit.code]
+    assert found[0].matched["words"] == ["worker", "memory", "grows"]
+    assert found[0].matched["state"] == ["memory_leak"] and found[0].matched["intent"] == ["debug"]
