@@ -39,7 +39,7 @@ FTS_WEIGHTS = (1.0, 0.6, 0.3, 0.1, 0.0)  # the tagset column is matched by tag, 
 BM25_HALF = 4.0  # the bm25 score that maps to text rank 0.5 (calibrated by bench/retrieval.py)
 
 MAX_WORDS = 24
-RANK_POOL = 100  # rows the full-text rank is computed for (the best by tags and covered words)
+RANK_POOL = 100  # rows the full-text rank is computed for (the best by tags and covered words; at least `limit`)
 
 _STOPWORDS = frozenset(
     """a about above after again all also an and any are as at be been before being below between both but by
@@ -140,7 +140,7 @@ def _ranked_postgresql(
             ) AS c
             ORDER BY {_f(w["intent"])} * c.i + {_f(w["state"])} * c.s + {_f(w["text"])} * c.covered DESC,
                      c.helpful DESC, c.code
-            LIMIT {RANK_POOL}
+            LIMIT {max(RANK_POOL, limit)}
         ),
         best AS MATERIALIZED (
             SELECT r.*, {_pg_score("r", w)} AS score FROM (SELECT p.*, {text} AS t FROM p) AS r
@@ -226,7 +226,7 @@ def _ranked_sqlite(
                 WHERE e.status IN ({_in(statuses)}) AND e.scope IN ({_in(scopes)}){in_codes}
                 ORDER BY {w["intent"]!r} * c.i + {w["state"]!r} * c.s
                          + {w["text"] / max(len(words), 1)!r} * c.covered DESC, e.helpful DESC, e.code
-                LIMIT {RANK_POOL}
+                LIMIT {max(RANK_POOL, limit)}
              ),
              f AS MATERIALIZED (
                 SELECT rowid AS id, -bm25({FTS_TABLE}, {weights_sql}) AS b FROM {FTS_TABLE}
