@@ -39,7 +39,8 @@ FTS_WEIGHTS = (1.0, 0.6, 0.3, 0.1, 0.0)  # the tagset column is matched by tag, 
 BM25_HALF = 4.0  # the bm25 score that maps to text rank 0.5 (calibrated by bench/retrieval.py)
 
 MAX_WORDS = 24
-RANK_POOL = 100  # rows the full-text rank is computed for (the best by tags and covered words; at least `limit`)
+# rows the full-text rank is computed for: the best by tags and covered words (at least `limit`)
+RANK_POOL = 100
 
 _STOPWORDS = frozenset(
     """a about above after again all also an and any are as at be been before being below between both but by
