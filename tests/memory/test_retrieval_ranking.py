@@ -144,3 +144,29 @@ def test_one_query_ranks_and_says_which_words_matched_however_long_the_task(
     assert codes(found) == [hit.code]
     assert found[0].matched["words"] == ["worker", "memory", "grows"]
     assert found[0].matched["state"] == ["memory_leak"] and found[0].matched["intent"] == ["debug"]
+
+
+def test_the_ranking_returns_as_many_rows_as_asked_beyond_its_first_stage(db):
+    from memory.models import ExperienceStatus
+    from memory.retrieval.lexical import RANK_POOL, ranked
+    from memory.retrieval.search import WEIGHTS
+
+    lessons = [
+        Experience(code=f"ex_{n:03d}", condition=f"a deploy stalls at step {n}", rule="Retry.", tags={})
+        for n in range(RANK_POOL + 30)
+    ]
+    for lesson in lessons:
+        lesson.status = ExperienceStatus.APPROVED
+        lesson.build_indexes()
+    Experience.objects.bulk_create(lessons)
+
+    rows = ranked(
+        statuses=[ExperienceStatus.APPROVED],
+        scopes=[""],
+        tags={"intent": [], "state": []},
+        words=["deploy", "stalls"],
+        weights=WEIGHTS,
+        limit=RANK_POOL + 50,  # what fusion asks for (memory/retrieval/fusion.py:EMBEDDING_POOL)
+    )
+
+    assert len(rows) == RANK_POOL + 30 and {tuple(row["words"]) for row in rows} == {("deploy", "stalls")}
