@@ -263,6 +263,9 @@ class GoalStatus(models.TextChoices):
     ABANDONED = "abandoned"
 
 
+CLOSED_GOAL_STATUSES = (GoalStatus.COMPLETED, GoalStatus.ABANDONED)
+
+
 class Goal(models.Model):
     """A node of a trace's plan. `goal_id` is per trace ("1", "2", ...)."""
 
@@ -319,84 +322,6 @@ class TraceEvent(models.Model):
         return f"{self.trace_id}:{self.event_id} {self.type}"
 
 
-class ApprovalStatus(models.TextChoices):
-    PENDING = "pending"
-    APPROVED = "approved"
-    DENIED = "denied"
-
-
-class Approval(models.Model):
-    """A risky tool call waiting for an expert (G5), bound to that exact call.
-
-    The decision and who made it stay on the row: the audit trail.
-    """
-
-    trace = models.ForeignKey(Trace, on_delete=models.CASCADE, related_name="approvals")
-    tool_call_id = models.CharField(max_length=200)
-    message_sequence = models.IntegerField(help_text="the assistant message that made the call")
-    tool_name = models.CharField(max_length=200)
-    arguments = models.JSONField(default=dict, blank=True)
-    edited_arguments = models.JSONField(blank=True, null=True)
-    risk = models.CharField(max_length=16, default="risky")
-    # What the tool asks of the expert for this very call (a matched risk rule), if anything.
-    question = models.TextField(blank=True, default="")
-    status = models.CharField(
-        max_length=16, choices=ApprovalStatus.choices, default=ApprovalStatus.PENDING, db_index=True
-    )
-    # "run": the expert approved every later call of this tool in the trace's current run too.
-    scope = models.CharField(
-        max_length=8, choices=[("call", "this call"), ("run", "the rest of the run")], default="call"
-    )
-    requested_at = models.DateTimeField(default=timezone.now)
-    decided_at = models.DateTimeField(blank=True, null=True)
-    decided_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        on_delete=models.SET_NULL,
-        null=True,
-        blank=True,
-        related_name="approval_decisions",
-    )
-    decision_note = models.TextField(blank=True, default="")
-
-    class Meta:
-        ordering = ["-requested_at"]
-        constraints = [
-            models.UniqueConstraint(fields=["trace", "tool_call_id"], name="approval_trace_call"),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.trace_id}:{self.tool_name} ({self.status})"
-
-
-class InboxMessage(models.Model):
-    """A message from another agent to a trace (S4), delivered by the A2A webhook.
-
-    Unread until the trace's agent calls `check_messages` (`read_at` set then).
-    """
-
-    to_trace = models.ForeignKey(Trace, on_delete=models.CASCADE, related_name="inbox")
-    from_agent_id = models.CharField(max_length=255)
-    conversation_id = models.CharField(max_length=255, blank=True, default="")
-    content = models.JSONField(help_text="text, or any JSON the sender chose")
-    sender = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        on_delete=models.SET_NULL,
-        null=True,
-        blank=True,
-        related_name="sent_inbox_messages",
-        help_text="the token's user that delivered it",
-    )
-    created_at = models.DateTimeField(default=timezone.now)
-    read_at = models.DateTimeField(blank=True, null=True)
-
-    class Meta:
-        ordering = ["created_at", "pk"]
-        indexes = [models.Index(fields=["to_trace", "read_at"], name="inbox_trace_unread")]
-
-    def __str__(self) -> str:
-        return f"{self.from_agent_id} -> {self.to_trace_id}"
-
-
 class UserAgents(models.Model):
     """A user's own AGENTS text (M9): the last layer of every run's project context, edited in the portal."""
 
@@ -411,5 +336,8 @@ class UserAgents(models.Model):
 
 
 # Models of a part with its own folder, registered with this app.
+from traces.collaboration.models import InboxMessage as InboxMessage  # noqa: E402
+from traces.guards.models import Approval as Approval  # noqa: E402
+from traces.guards.models import ApprovalStatus as ApprovalStatus  # noqa: E402
 from traces.observability.models import ModelRequest as ModelRequest  # noqa: E402
 from traces.observability.models import RequestPart as RequestPart  # noqa: E402
