@@ -20,19 +20,12 @@ from typing import Any
 from django.db.models import Q
 from django.utils import timezone
 
-from traces.models import Goal, GoalStatus, Trace, TraceEvent
+from traces.goal_tree import render
+from traces.goal_tree.stats import EMPTY_STATS, add_stats
+from traces.models import CLOSED_GOAL_STATUSES, Goal, GoalStatus, Trace, TraceEvent
 from traces.storable import without_nul
 
-EMPTY_STATS: dict[str, Any] = {
-    "message_count": 0,
-    "prompt_tokens": 0,
-    "completion_tokens": 0,
-    "total_tokens": 0,
-    "total_cost": 0.0,
-    "unpriced_calls": 0,  # model calls with no price: total_cost leaves them out
-    "duration_ms": 0,
-}
-CLOSED = (GoalStatus.COMPLETED, GoalStatus.ABANDONED)
+CLOSED = CLOSED_GOAL_STATUSES
 STATS_FLUSH_SECONDS = 1.0
 # What a run changes on a goal; `flush` writes these back.
 FLUSHED_FIELDS = (
@@ -46,22 +39,11 @@ FLUSHED_FIELDS = (
     "agent_call_mode",
     "type",
 )
-STATUS_MARK: dict[str, str] = {
-    GoalStatus.PENDING: "pending",
-    GoalStatus.IN_PROGRESS: "in_progress",
-    GoalStatus.COMPLETED: "completed",
-    GoalStatus.ABANDONED: "abandoned",
-}
-
 Emit = Callable[[str, dict[str, Any]], None]
 
 
 class GoalError(ValueError):
     """A goal operation the model asked for that cannot be done."""
-
-
-def _stats(raw: dict[str, Any] | None) -> dict[str, Any]:
-    return {**EMPTY_STATS, **(raw or {})}
 
 
 class GoalTree:
@@ -284,9 +266,9 @@ class GoalTree:
             "unpriced_calls": int(unpriced),
             "duration_ms": duration_ms,
         }
-        goal.self_stats = _add(goal.self_stats, delta)
+        goal.self_stats = add_stats(goal.self_stats, delta)
         for node in [goal, *self.ancestors(goal)]:
-            node.cumulative_stats = _add(node.cumulative_stats, delta)
+            node.cumulative_stats = add_stats(node.cumulative_stats, delta)
             self._stats_dirty.add(node.goal_id)
 
     def add_cumulative(self, goal_id: str, delta: dict[str, Any]) -> None:
@@ -295,7 +277,7 @@ class GoalTree:
         if goal is None:
             return
         for node in [goal, *self.ancestors(goal)]:
-            node.cumulative_stats = _add(node.cumulative_stats, delta)
+            node.cumulative_stats = add_stats(node.cumulative_stats, delta)
             self._stats_dirty.add(node.goal_id)
 
     def mark_dirty(self, goal: Goal) -> None:
@@ -394,51 +376,9 @@ class GoalTree:
     # --- views ---------------------------------------------------------------
 
     def goal_dict(self, goal: Goal) -> dict[str, Any]:
-        return {
-            "id": goal.goal_id,
-            "display_id": self.display_ids().get(goal.goal_id),
-            "description": goal.description,
-            "reason": goal.reason,
-            "parent_id": goal.parent_id,
-            "type": goal.type,
-            "status": goal.status,
-            # How the last run ended while this goal was open (None: not left open).
-            "left_open": goal.left_open or None,
-            "summary": goal.summary,
-            "sub_trace_ids": goal.sub_trace_ids,
-            "sub_trace_metadata": goal.sub_trace_metadata,
-            "agent_call_mode": goal.agent_call_mode,
-            "self_stats": _stats(goal.self_stats),
-            "cumulative_stats": _stats(goal.cumulative_stats),
-            "created_at": goal.created_at.isoformat(),
-        }
+        """The goal as the API, events and the portal show it (`render.py:goal_dict`)."""
+        return render.goal_dict(self, goal)
 
     def to_prompt(self, include_summary: bool = False) -> str:
-        """The plan as the model reads it.
-
-        The compact view (default) shows every goal with its status and the
-        current focus; `include_summary=True` adds the summaries of closed goals
-        (used when compacting context).
-        """
-        lines = []
-        if self.trace.task:
-            lines.append(f"Mission: {self.trace.task.strip().splitlines()[0][:300]}")
-        for display, goal in self.walk():
-            depth = display.count(".")
-            marker = "  <- current" if goal.goal_id == self.current_id else ""
-            lines.append(f"{'  ' * depth}{display}. [{STATUS_MARK[goal.status]}] {goal.description}{marker}")
-            if include_summary and goal.summary and goal.status in CLOSED:
-                lines.append(f"{'  ' * (depth + 1)}summary: {goal.summary}")
-        if not self.goals:
-            lines.append("(no goals yet)")
-        elif self.current is None:
-            lines.append("No goal is in focus: use goal(action='focus', target=...) or add one.")
-        return "\n".join(lines)
-
-
-def _add(stats: dict[str, Any] | None, delta: dict[str, Any]) -> dict[str, Any]:
-    merged = _stats(stats)
-    for key, value in delta.items():
-        merged[key] = merged.get(key, 0) + (value or 0)
-    merged["total_cost"] = round(float(merged["total_cost"]), 10)
-    return merged
+        """The plan as the model reads it (`render.py:plan_prompt`)."""
+        return render.plan_prompt(self, include_summary=include_summary)
