@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import logging
 import os
 import socket
 import threading
@@ -19,7 +18,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -29,9 +28,8 @@ from traces.models import ACTIVE_STATUSES, Goal, Message, Trace, TraceEvent, Tra
 from traces.runner.config import LeaseLost, RunConflict, TraceNotFound
 from traces.runner.connections import connection_release
 from traces.runner.fenced import fenced_write
+from traces.runner.heartbeats import lease_heartbeats
 from traces.storable import without_nul
-
-logger = logging.getLogger(__name__)
 
 # Written at every commit: cheap columns that change step by step.
 TRACE_FIELDS = [
@@ -293,7 +291,7 @@ class RunStore:
         stops beating for a run once its lease is lost, and the run finds out at
         its next commit.
         """
-        beats = _heartbeats()
+        beats = lease_heartbeats()
         beats.add(self)
         connection_release()  # the heartbeat thread beats for us meanwhile
         try:
@@ -347,67 +345,3 @@ def message_payload(message: Message) -> dict[str, Any]:
         "reasoning_tokens": message.reasoning_tokens,
         "created_at": message.created_at.isoformat() if message.created_at else None,
     }
-
-
-class _Heartbeats:
-    """A daemon thread refreshing the leases of runs blocked in long tools.
-
-    It wakes a few times a second and beats every registered run whose last beat
-    is older than a third of AGENT_LEASE_SECONDS (read each time: it may change).
-    """
-
-    TICK = 0.2
-
-    def __init__(self) -> None:
-        self.pid = os.getpid()
-        self.lock = threading.Lock()
-        self.active: dict[int, tuple[RunStore, float]] = {}
-        threading.Thread(target=self._run, name="lease-heartbeats", daemon=True).start()
-
-    def add(self, store: RunStore) -> None:
-        with self.lock:
-            self.active[id(store)] = (store, time.monotonic())
-
-    def discard(self, store: RunStore) -> None:
-        with self.lock:
-            self.active.pop(id(store), None)
-
-    def _run(self) -> None:
-        while True:
-            time.sleep(self.TICK)
-            interval = max(settings.AGENT_LEASE_SECONDS / 3, self.TICK)
-            now = time.monotonic()
-            with self.lock:
-                due = [store for store, beat in self.active.values() if now - beat >= interval]
-            for store in due:
-                self._beat(store, now)
-            if due:
-                connection.close()  # this thread's own connection; beats are seconds apart
-
-    def _beat(self, store: RunStore, now: float) -> None:
-        try:
-            row = Trace.objects.filter(pk=store.trace.pk, run_token=store.token)
-            alive = bool(row.update(heartbeat_at=timezone.now()))
-        except Exception:
-            logger.exception("heartbeat of trace %s failed", store.trace.pk)
-            connection.close()
-            return
-        with self.lock:
-            if id(store) in self.active:
-                if alive:
-                    self.active[id(store)] = (store, now)
-                else:
-                    self.active.pop(id(store))  # the lease is lost; the run learns at its next commit
-
-
-_heartbeats_lock = threading.Lock()
-_heartbeats_instance: _Heartbeats | None = None
-
-
-def _heartbeats() -> _Heartbeats:
-    """This process's heartbeat thread; a forked worker starts its own."""
-    global _heartbeats_instance
-    with _heartbeats_lock:
-        if _heartbeats_instance is None or _heartbeats_instance.pid != os.getpid():
-            _heartbeats_instance = _Heartbeats()
-        return _heartbeats_instance
