@@ -2,7 +2,8 @@
 
 Off unless the standard variables configure it (`OTEL_EXPORTER_OTLP_ENDPOINT` or
 `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, or `OTEL_TRACES_EXPORTER=otlp|console`;
-`OTEL_SDK_DISABLED=true` wins). `SpanObserver` is a runner observer
+`OTEL_SDK_DISABLED=true` wins; read by `traces/observability/otel_provider.py`).
+`SpanObserver` is a runner observer
 (`traces/runner/extensions.py:RunObserver`, registered by `traces/apps.py`): on the
 run's thread it only records a span's fields and, when the span ends, hands one
 finished `ReadableSpan` to the SDK's BatchSpanProcessor, whose own thread encodes and
@@ -21,7 +22,6 @@ expert or a human is an `agentsite.wait` event when the segment pauses and a
 from __future__ import annotations
 
 import json
-import logging
 import os
 import threading
 import time
@@ -30,10 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace as otel_trace
-from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan, SpanLimits, TracerProvider
 from opentelemetry.sdk.trace import Tracer as SdkTracer
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
 from opentelemetry.sdk.trace.sampling import Decision
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
@@ -43,55 +41,18 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from traces.llm_request import provider_name
 from traces.models import Trace
+from traces.observability.otel_provider import provider_from_environment as provider_from_environment
+from traces.observability.otel_provider import provider_with as provider_with
 
 if TYPE_CHECKING:
     from traces.llm import LLMResponse
     from traces.models import Message
     from traces.runner.state import RunState
 
-logger = logging.getLogger(__name__)
-
 CAPTURE_CONTENT = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 STORED = "otel"  # Trace.context key: {"traceparent": ..., "waiting": {...}}
 _propagator = TraceContextTextMapPropagator()
 _UNSET = Status(StatusCode.UNSET)
-
-
-def provider_from_environment(environ: dict[str, str] | None = None) -> TracerProvider | None:
-    """A TracerProvider exporting over OTLP/HTTP as the OTEL_* variables say, or None (export off)."""
-    env = os.environ if environ is None else environ
-    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
-        return None
-    chosen = env.get("OTEL_TRACES_EXPORTER", "").strip().lower()
-    endpoint = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-    if chosen == "none" or (not endpoint and chosen not in ("otlp", "console")):
-        return None
-    exporter: SpanExporter
-    if chosen == "console":
-        exporter = ConsoleSpanExporter()
-    else:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-        protocol = env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or env.get("OTEL_EXPORTER_OTLP_PROTOCOL")
-        if protocol and protocol != "http/protobuf":
-            logger.warning(
-                "OTEL_EXPORTER_OTLP_PROTOCOL=%s: only http/protobuf is installed; using it", protocol
-            )
-        exporter = OTLPSpanExporter()  # endpoint, headers, timeout, compression from OTEL_*
-    return provider_with(exporter, batch=True)
-
-
-def provider_with(exporter: SpanExporter, *, batch: bool) -> TracerProvider:
-    """A TracerProvider for `exporter`; `batch` exports from the SDK's thread (OTEL_BSP_* apply)."""
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-
-    named = os.environ.get("OTEL_SERVICE_NAME") or "service.name=" in os.environ.get(
-        "OTEL_RESOURCE_ATTRIBUTES", ""
-    )
-    attributes = {} if named else {"service.name": "agentsite"}
-    provider = TracerProvider(resource=Resource.create(attributes))
-    provider.add_span_processor(BatchSpanProcessor(exporter) if batch else SimpleSpanProcessor(exporter))
-    return provider
 
 
 def capture_content() -> bool:
