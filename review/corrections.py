@@ -25,9 +25,9 @@ from review.compare import Comparison, branches_compare
 from review.models import Correction, Verdict
 from traces.llm import LLMClient, LLMError, ModelNotConfigured, utility_model
 from traces.models import ACTIVE_STATUSES, Message, Trace
-from traces.runner import InvalidRun, RunConflict, RunError, TraceNotFound
+from traces.runner import InvalidRun, RunConflict, RunError
 from traces.runner.prepare import text_of
-from traces.selectors import trace_main_path, traces_visible_to
+from traces.selectors import trace_main_path, trace_visible_or_404, traces_visible_to
 from traces.services.runs import trace_continue
 
 logger = logging.getLogger(__name__)
@@ -63,7 +63,7 @@ def correction_create(*, user: Any, trace_id: str, sequence: int, text: str) -> 
         raise InvalidRun("text: say what the agent should have done")
     if len(text) > TEXT_LIMIT:
         raise InvalidRun(f"text: at most {TEXT_LIMIT} characters")
-    trace = _visible(user, trace_id)
+    trace = trace_visible_or_404(user=user, trace_id=trace_id)
     message = _main_path_message(trace, sequence)
     if message.role != "assistant":
         raise InvalidRun(f"sequence: message {sequence} is a {message.role} message; correct an assistant's")
@@ -90,7 +90,7 @@ def correction_verify(*, user: Any, correction: Correction) -> Correction:
     experience = correction.experience
     if experience is None or experience.status != ExperienceStatus.APPROVED:
         raise InvalidRun("experience: approve the correction's experience before verifying it")
-    trace = _visible(user, correction.trace_id)
+    trace = trace_visible_or_404(user=user, trace_id=correction.trace_id)
     if trace.status in ACTIVE_STATUSES:
         raise RunConflict(f"trace {trace.trace_id!r} is running; verify once it has stopped")
     message = Message.objects.filter(trace=trace, sequence=correction.message_sequence).first()
@@ -152,13 +152,6 @@ def correction_get(user: Any, correction_id: int) -> Correction:
     if found is None:
         raise CorrectionNotFound(f"correction {correction_id} does not exist")
     return found
-
-
-def _visible(user: Any, trace_id: str) -> Trace:
-    trace = traces_visible_to(user).filter(pk=trace_id).first()
-    if trace is None:
-        raise TraceNotFound(f"trace {trace_id!r} does not exist")
-    return trace
 
 
 def _main_path_message(trace: Trace, sequence: int) -> Message:

@@ -29,9 +29,9 @@ from review.models import MessageEdit
 from traces import events as event_bus
 from traces.goal_tree import GoalTree
 from traces.models import ACTIVE_STATUSES, Message, Trace, TraceStatus
-from traces.runner import InvalidRun, RunConflict, TraceNotFound
+from traces.runner import InvalidRun, RunConflict
 from traces.runner.prepare import text_of
-from traces.selectors import trace_main_path, traces_visible_to
+from traces.selectors import trace_main_path, trace_visible_or_404
 from traces.services.runs import trace_continue
 from traces.storable import without_nul
 
@@ -67,9 +67,7 @@ def message_edit_fork(
     `rerun` runs the branch from the edit (a queued run, as `POST /run` makes).
     Raises TraceNotFound (404), RunConflict (409) while the trace runs, InvalidEdit (400).
     """
-    trace = traces_visible_to(user).filter(pk=trace_id).first()
-    if trace is None:
-        raise TraceNotFound(f"trace {trace_id!r} does not exist")
+    trace = trace_visible_or_404(user=user, trace_id=trace_id)
     if trace.status in ACTIVE_STATUSES:
         raise RunConflict(f"trace {trace.trace_id!r} is running; stop it or wait before editing it")
     path = trace_main_path(trace_id=trace.trace_id, head_sequence=trace.head_sequence)

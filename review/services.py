@@ -13,8 +13,8 @@ from django.utils import timezone
 from review.filters import ScoredTraceFilter
 from review.models import ItemStatus, MessageEdit, QueueItem, ReviewQueue, Score, ScoreDefinition, ScoreKind
 from traces.models import Message, Trace
-from traces.runner import InvalidRun, TraceNotFound
-from traces.selectors import traces_visible_to
+from traces.runner import InvalidRun
+from traces.selectors import trace_visible_or_404, traces_visible_to
 
 COMMENT_LIMIT = 10_000
 
@@ -54,9 +54,7 @@ def score_set(
     """Record `user`'s score of a trace they may see (or one of its messages); scoring the
     same target with the same definition again replaces the earlier score.
     Returns (score, created)."""
-    trace = traces_visible_to(user).filter(pk=trace_id).first()
-    if trace is None:
-        raise TraceNotFound(f"trace {trace_id!r} does not exist")
+    trace = trace_visible_or_404(user=user, trace_id=trace_id)
     found = ScoreDefinition.objects.filter(name=definition, active=True).first()
     if found is None:
         raise InvalidScore(f"definition: no active score definition named {definition!r}")

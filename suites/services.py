@@ -25,9 +25,9 @@ from suites import checks as c
 from suites.models import Case, CaseRun, Outcome, Suite, SuiteRun
 from tools.builtin.evaluate import parse_judgement
 from traces.models import Trace, TraceStatus
-from traces.runner import InvalidRun, RunError, TraceNotFound
+from traces.runner import InvalidRun, RunError
 from traces.runner.prepare import text_of
-from traces.selectors import trace_main_path, traces_visible_to
+from traces.selectors import trace_main_path, trace_visible_or_404
 from traces.services.runs import trace_start
 
 logger = logging.getLogger(__name__)
@@ -77,9 +77,7 @@ def case_from_trace(
 ) -> Case:
     """A case replaying the task of the branch of `trace_id` that ends at `sequence` (default:
     the main path): the user messages before its first assistant reply, and `checks`."""
-    trace = traces_visible_to(user).filter(pk=trace_id).first()
-    if trace is None:
-        raise TraceNotFound(f"trace {trace_id!r} does not exist")
+    trace = trace_visible_or_404(user=user, trace_id=trace_id)
     cleaned = c.clean_checks(checks)
     path = trace_main_path(trace_id=trace.trace_id, head_sequence=sequence)
     if sequence is not None and (not path or path[-1].sequence != sequence):

@@ -18,9 +18,10 @@ from django.utils.timezone import localtime
 from traces.collaboration.humans import HUMAN, human_answer
 from traces.models import Approval, Goal, InboxMessage, Message, RemoteAgentConfig, Trace, TraceEvent
 from traces.runner import RunError
+from traces.runner.store import trace_request_stop
 from traces.services.approvals import approval_decide
 from traces.services.delete import IN_FLIGHT, deletion_plan, trace_delete
-from traces.services.runs import trace_continue, trace_reflect, trace_request_stop
+from traces.services.runs import trace_continue, trace_reflect
 
 
 class GoalInline(admin.TabularInline):

@@ -17,6 +17,7 @@ from django.db.models import QuerySet
 from django.db.models.base import ModelState
 from django.db.models.signals import post_init, pre_init
 
+from traces.errors import TraceNotFound
 from traces.models import Message, Trace, TraceEvent, llm_dict
 
 # The main path is the chain from the head up `parent_sequence` to the root, read
@@ -332,3 +333,16 @@ def traces_visible_to(user: Any) -> QuerySet[Trace]:
     if user.is_staff:
         return Trace.objects.all()
     return Trace.objects.filter(owner_id=user.pk)
+
+
+def trace_visible_or_404(*, user: Any, trace_id: str, select_related: Sequence[str] = ()) -> Trace:
+    """The trace `trace_id` if `user` may see it (`traces_visible_to`), its
+    `select_related` relations joined; TraceNotFound (404) otherwise: someone
+    else's trace is "not found" too, never "forbidden"."""
+    visible = traces_visible_to(user).filter(pk=trace_id)
+    if select_related:
+        visible = visible.select_related(*select_related)
+    trace = visible.first()
+    if trace is None:
+        raise TraceNotFound(f"trace {trace_id!r} does not exist")
+    return trace

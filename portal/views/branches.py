@@ -15,19 +15,11 @@ from django.views.decorators.http import require_GET, require_POST
 
 from portal.paging import path_sequences
 from portal.tree import message_tree
-from portal.views.common import refusal, refused
+from portal.views.common import refusal, refused, visible_trace
 from review.compare import Comparison, branches_compare, traces_compare
 from review.edits import message_edit_fork
-from traces.models import Trace
 from traces.runner import InvalidRun, RunError
 from traces.selectors import traces_visible_to
-
-
-def _visible(request: HttpRequest, trace_id: str) -> Trace:
-    trace = traces_visible_to(request.user).filter(pk=trace_id).first()
-    if trace is None:
-        raise Http404("no such trace")
-    return trace
 
 
 def _sequence(request: HttpRequest, name: str) -> int | None:
@@ -49,7 +41,7 @@ def _page(request: HttpRequest, context: dict[str, Any], error: RunError | None)
 @require_GET
 def branch_compare(request: HttpRequest, trace_id: str) -> HttpResponse:
     """Two branches of a trace side by side (`?a=N&b=M`, b defaults to the head)."""
-    trace = _visible(request, trace_id)
+    trace = visible_trace(request, trace_id)
     path = path_sequences(trace.trace_id, trace.head_sequence)
     tips = [
         tip.last for tip in message_tree(trace.trace_id, path, trace.head_sequence, trace.head_sequence).tips

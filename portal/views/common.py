@@ -1,4 +1,5 @@
-"""What every portal view shares: refusals in plain words, the experts-only gate."""
+"""What every portal view shares: the trace a user may see, refusals in plain words,
+the experts-only gate."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
 
-from traces.runner import RunError
+from traces.models import Trace
+from traces.runner import RunError, TraceNotFound
+from traces.selectors import trace_visible_or_404
 
 PLAIN_STATUS = {
     400: "That could not be done",
@@ -21,6 +24,15 @@ PLAIN_STATUS = {
     404: "Not found",
     409: "Not now: the trace is busy or already decided",
 }
+
+
+def visible_trace(request: HttpRequest, trace_id: str, *, select_related: tuple[str, ...] = ()) -> Trace:
+    """The trace the request's user may see (`traces/selectors.py:trace_visible_or_404`);
+    a page the user may not see is Django's 404, as any unknown page."""
+    try:
+        return trace_visible_or_404(user=request.user, trace_id=trace_id, select_related=select_related)
+    except TraceNotFound:
+        raise Http404("no such trace") from None
 
 
 def refusal(exc: RunError) -> str:

@@ -8,9 +8,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
-from portal.views.common import refused
+from portal.views.common import refused, visible_trace
 from traces.runner import RunError
-from traces.selectors import traces_visible_to
 from traces.services.delete import IN_FLIGHT, deletion_plan, trace_delete
 
 
@@ -31,7 +30,7 @@ def trace_delete_view(request: HttpRequest, trace_id: str) -> HttpResponse:
         plan = deletion_plan(user=request.user, trace_id=trace_id)
     except RunError as exc:
         return refused(request, trace_id, exc)
-    trace = traces_visible_to(request.user).get(pk=trace_id)
+    trace = visible_trace(request, trace_id)
     return render(
         request,
         "portal/trace_delete.html",

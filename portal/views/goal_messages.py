@@ -8,8 +8,9 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from portal.conversation import conversation
+from portal.views.common import visible_trace
 from traces.goal_tree import GoalTree
-from traces.selectors import trace_goal_messages, traces_visible_to
+from traces.selectors import trace_goal_messages
 
 GOAL_MESSAGES_SHOWN = 500  # the oldest ones; the API pages through the rest
 
@@ -18,9 +19,7 @@ GOAL_MESSAGES_SHOWN = 500  # the oldest ones; the API pages through the rest
 @require_GET
 def goal_messages(request: HttpRequest, trace_id: str, goal_id: str) -> HttpResponse:
     """The messages recorded under `goal_id` on the main path, or on every branch with ?all=1."""
-    trace = traces_visible_to(request.user).filter(pk=trace_id).first()
-    if trace is None:
-        raise Http404("no such trace")
+    trace = visible_trace(request, trace_id)
     tree = GoalTree.load(trace)
     goal = tree.goals.get(goal_id)
     if goal is None:

@@ -7,13 +7,13 @@ import re
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from portal.views.common import visible_trace
 from traces.observability.requests import RequestNotFound, SeenRequest, model_request
 from traces.observability.waterfall import trace_waterfall
-from traces.selectors import traces_visible_to
 
 DATA_URL = re.compile(r"^(data:[\w/+.-]+;base64,)(.{64,})$", re.S)
 
@@ -22,9 +22,7 @@ DATA_URL = re.compile(r"^(data:[\w/+.-]+;base64,)(.{64,})$", re.S)
 @require_GET
 def message_request(request: HttpRequest, trace_id: str, sequence: int) -> HttpResponse:
     """What the model saw: the exact request of the call that wrote assistant message `sequence`."""
-    trace = traces_visible_to(request.user).filter(pk=trace_id).first()
-    if trace is None:
-        raise Http404("no such trace")
+    trace = visible_trace(request, trace_id)
     try:
         seen: SeenRequest | None = model_request(trace_id=trace.trace_id, sequence=sequence)
     except RequestNotFound:
@@ -42,9 +40,7 @@ def message_request(request: HttpRequest, trace_id: str, sequence: int) -> HttpR
 @require_GET
 def waterfall(request: HttpRequest, trace_id: str) -> HttpResponse:
     """The trace's timing waterfall: model calls, tool calls, sub-traces, compactions and waits on one axis."""
-    trace = traces_visible_to(request.user).filter(pk=trace_id).first()
-    if trace is None:
-        raise Http404("no such trace")
+    trace = visible_trace(request, trace_id)
     return render(request, "portal/waterfall.html", {"trace": trace, "w": trace_waterfall(trace)})
 
 

@@ -8,16 +8,14 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from portal.views.common import visible_trace
 from traces.collaboration import remote
-from traces.selectors import traces_visible_to
 
 
 @login_required
 @require_GET
 def remote_sub_trace(request: HttpRequest, trace_id: str) -> HttpResponse:
-    trace = traces_visible_to(request.user).filter(pk=trace_id).first()
-    if trace is None:
-        raise Http404("no such trace")
+    trace = visible_trace(request, trace_id)
     remote_id = request.GET.get("id", "")
     error = ""
     found = None

@@ -30,6 +30,7 @@ from portal.conversation import conversation
 from portal.forms import ContinueForm
 from portal.paging import CALL_LOOKBACK, PathPage, path_page, path_sequences
 from portal.tree import message_tree
+from portal.views.common import visible_trace
 from portal.views.review import scores_context
 from traces.collaboration.humans import HUMAN
 from traces.goal_tree import GoalTree
@@ -44,7 +45,7 @@ from traces.models import (
     TraceStatus,
 )
 from traces.runner.config import STEP_LIMIT_PREFIX
-from traces.selectors import trace_events, traces_visible_to
+from traces.selectors import trace_events
 from traces.services.approvals import approvals_for, may_decide
 from traces.totals import trace_totals
 
@@ -73,13 +74,6 @@ class Viewing:
 def _number(request: HttpRequest, name: str) -> int | None:
     value = request.GET.get(name, "")
     return int(value) if value.isdigit() else None
-
-
-def _visible(request: HttpRequest, trace_id: str) -> Trace:
-    trace = traces_visible_to(request.user).filter(pk=trace_id).select_related("owner").first()
-    if trace is None:
-        raise Http404("no such trace")
-    return trace
 
 
 def _viewing(request: HttpRequest, trace: Trace) -> Viewing:
@@ -305,7 +299,7 @@ def _context(request: HttpRequest, trace: Trace, viewing: Viewing, names: tuple[
 @login_required
 @require_GET
 def trace_detail(request: HttpRequest, trace_id: str) -> HttpResponse:
-    trace = _visible(request, trace_id)
+    trace = visible_trace(request, trace_id, select_related=("owner",))
     viewing = _viewing(request, trace)
     context = _context(request, trace, viewing, tuple(p for p in PANELS if p != "tree"))
     events = trace_events(trace_id=trace.trace_id).exclude(type="token")
@@ -329,7 +323,7 @@ def trace_detail(request: HttpRequest, trace_id: str) -> HttpResponse:
 @require_GET
 def trace_panels(request: HttpRequest, trace_id: str) -> JsonResponse:
     """`?names=header,plan,…` rendered as on the page, for the live page (and the tree on demand)."""
-    trace = _visible(request, trace_id)
+    trace = visible_trace(request, trace_id, select_related=("owner",))
     viewing = _viewing(request, trace)
     names = tuple(n for n in request.GET.get("names", "").split(",") if n in PANEL_CONTEXT)
     if not names:
@@ -348,7 +342,7 @@ def message_fragment(request: HttpRequest, trace_id: str, sequence: int) -> Http
 
     A tool result comes back as its call's message with every result so far folded
     under it, which the page puts in place of the call it shows."""
-    trace = _visible(request, trace_id)
+    trace = visible_trace(request, trace_id, select_related=("owner",))
     message = Message.objects.filter(trace=trace, sequence=sequence).first()
     if message is None:
         raise Http404("no such message")

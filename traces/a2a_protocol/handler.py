@@ -31,7 +31,6 @@ from django.conf import settings
 from traces.a2a_protocol import listing, send, tasks, updates
 from traces.models import ACTIVE_STATUSES, Trace, TraceStatus
 from traces.runner import RunConflict, TraceNotFound
-from traces.selectors import traces_visible_to
 from traces.services.runs import trace_stop, trace_stop_waiting
 
 S = pb.TaskState
@@ -65,7 +64,7 @@ def _history_length(config: Any) -> int | None:
 
 
 def _task(*, user: Any, trace_id: str, history_length: int | None) -> pb.Task | None:
-    trace = traces_visible_to(user).filter(pk=trace_id).first()
+    trace = tasks.visible_task(user, trace_id)
     return tasks.task_of(trace, history_length=history_length) if trace is not None else None
 
 
@@ -74,7 +73,7 @@ def _status(trace_id: str) -> str:
 
 
 def _cancel(*, user: Any, trace_id: str) -> pb.Task:
-    trace = traces_visible_to(user).filter(pk=trace_id).first()
+    trace = tasks.visible_task(user, trace_id)
     if trace is None:
         raise TaskNotFoundError(message=f"task {trace_id!r} does not exist")
     state = tasks.task_state(trace)

@@ -143,7 +143,7 @@ def _earlier_conversation(user: Any, context_id: str) -> list[dict[str, Any]]:
 
 
 def _deliver(user: Any, message: pb.Message, text: str) -> tuple[Trace, int]:
-    trace = traces_visible_to(user).filter(pk=message.task_id).first()
+    trace = tasks.visible_task(user, message.task_id)
     if trace is None:
         raise TaskNotFoundError(message=f"task {message.task_id!r} does not exist")
     if message.context_id and message.context_id != tasks.context_id_of(trace):

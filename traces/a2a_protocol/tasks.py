@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import mimetypes
+from typing import Any
 
 from a2a.types import a2a_pb2 as pb
 from django.conf import settings
@@ -32,15 +33,24 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from traces.collaboration.humans import HUMAN
 from traces.models import Message, MessageKind, Trace, TraceStatus
-from traces.runner.config import STEP_LIMIT_PREFIX
+from traces.runner.config import STEP_LIMIT_PREFIX, TraceNotFound
 from traces.runner.prepare import text_of
 from traces.runner.tool_api import workspace_path
-from traces.selectors import trace_main_path
+from traces.selectors import trace_main_path, trace_visible_or_404
 
 S = pb.TaskState
 TERMINAL_STATES = (S.TASK_STATE_COMPLETED, S.TASK_STATE_FAILED, S.TASK_STATE_CANCELED, S.TASK_STATE_REJECTED)
 INTERRUPTED_STATES = (S.TASK_STATE_INPUT_REQUIRED, S.TASK_STATE_AUTH_REQUIRED)
 HISTORY_KINDS = (MessageKind.PLAIN, MessageKind.INPUT)
+
+
+def visible_task(user: Any, task_id: str) -> Trace | None:
+    """The trace of task `task_id` if `user` may see it (`traces/selectors.py:trace_visible_or_404`),
+    else None: each A2A method answers a missing task in its own way (TaskNotFoundError, no task)."""
+    try:
+        return trace_visible_or_404(user=user, trace_id=task_id)
+    except TraceNotFound:
+        return None
 
 
 def open_question(trace_id: str) -> Trace | None:

@@ -24,7 +24,7 @@ from django.conf import settings
 from traces.a2a_protocol import tasks
 from traces.models import ACTIVE_STATUSES, Trace, TraceEvent
 from traces.runner.prepare import text_of
-from traces.selectors import trace_events, traces_visible_to
+from traces.selectors import trace_events
 
 Update = pb.Task | pb.TaskStatusUpdateEvent | pb.TaskArtifactUpdateEvent
 END_EVENTS = ("final", "stopped", "waiting", "error")
@@ -93,7 +93,7 @@ def _as_ended(trace: Trace, event: TraceEvent) -> Trace:
 
 def snapshot(*, user: Any, trace_id: str) -> tuple[Trace, pb.Task] | None:
     """The trace and its task as one consistent read, or None if `user` may not see it."""
-    trace = traces_visible_to(user).filter(pk=trace_id).first()
+    trace = tasks.visible_task(user, trace_id)
     if trace is None:
         return None
     return trace, tasks.task_of(trace)

@@ -26,8 +26,8 @@ from django.utils import timezone
 from traces import events as event_bus
 from traces.collaboration.subtraces import collaborator_upsert
 from traces.models import Approval, ApprovalStatus, Message, MessageKind, Trace, TraceStatus
-from traces.runner import InvalidRun, RunConflict, RunError, TraceNotFound
-from traces.selectors import traces_visible_to
+from traces.runner import InvalidRun, RunConflict, RunError
+from traces.selectors import trace_visible_or_404
 from traces.services.runs import trace_continue
 
 logger = logging.getLogger(__name__)
@@ -97,9 +97,7 @@ def human_answer(*, user: Any, trace_id: str, answer: Any) -> Trace:
         raise InvalidRun("answer must be a non-empty string")
     if len(answer) > MAX_ANSWER_CHARS:
         raise InvalidRun(f"answer is longer than {MAX_ANSWER_CHARS} characters")
-    child = traces_visible_to(user).filter(pk=trace_id).first()
-    if child is None:
-        raise TraceNotFound(f"trace {trace_id!r} does not exist")
+    child = trace_visible_or_404(user=user, trace_id=trace_id)
     if child.agent_type != HUMAN:
         raise InvalidRun(f"trace {trace_id!r} is not a question to a human (ask_human); nothing to answer")
     now = timezone.now()

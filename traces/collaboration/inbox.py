@@ -16,8 +16,8 @@ from django.utils import timezone
 
 from traces.goal_tree import GoalTree
 from traces.models import InboxMessage, Trace
-from traces.runner.config import InvalidRun, TraceNotFound
-from traces.selectors import traces_visible_to
+from traces.runner.config import InvalidRun
+from traces.selectors import trace_visible_or_404
 
 MAX_CONTENT_CHARS = 100_000
 
@@ -32,9 +32,7 @@ def inbox_receive(
         raise InvalidRun("content must not be empty")
     if len(str(content)) > MAX_CONTENT_CHARS:
         raise InvalidRun(f"content is longer than {MAX_CONTENT_CHARS} characters")
-    trace = traces_visible_to(user).filter(pk=to_trace_id).first()
-    if trace is None:
-        raise TraceNotFound(f"trace {to_trace_id!r} does not exist")
+    trace = trace_visible_or_404(user=user, trace_id=to_trace_id)
     return InboxMessage.objects.create(
         to_trace=trace,
         from_agent_id=from_agent_id.strip()[:255],

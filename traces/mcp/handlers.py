@@ -29,8 +29,8 @@ from traces.collaboration.humans import HUMAN, human_answer
 from traces.filters import TraceFilter
 from traces.guards.confirm import approval_payload
 from traces.models import ApprovalStatus, Trace, TraceStatus
-from traces.runner import RunError, TraceNotFound
-from traces.selectors import trace_main_path, traces_visible_to
+from traces.runner import RunError
+from traces.selectors import trace_main_path, trace_visible_or_404, traces_visible_to
 from traces.services import approvals as approval_services
 from traces.services import runs as run_services
 
@@ -61,13 +61,6 @@ def api_error(exc: Exception) -> McpCallError | None:
 def _valid(serializer: Any) -> dict[str, Any]:
     serializer.is_valid(raise_exception=True)
     return dict(serializer.validated_data)
-
-
-def _visible(user: Any, trace_id: str) -> Trace:
-    trace = traces_visible_to(user).filter(pk=trace_id).select_related("owner").first()
-    if trace is None:
-        raise TraceNotFound(f"trace {trace_id!r} does not exist")
-    return trace
 
 
 def _started(trace: Trace) -> dict[str, Any]:
@@ -102,7 +95,7 @@ def get_trace(user: Any, trace_id: str, *, after: int = 0, limit: int = PAGE) ->
     the main path (GET /api/traces/{id}/messages?after=&limit=) and what the trace waits
     for: its pending approvals and its open questions to a human."""
     page = _valid(r.MessagesQuerySerializer(data={"after": after, "limit": min(limit, MAX_PAGE)}))
-    trace = _visible(user, trace_id)
+    trace = trace_visible_or_404(user=user, trace_id=trace_id, select_related=("owner",))
     messages = trace_main_path(
         trace_id=trace.trace_id, head_sequence=trace.head_sequence, after_sequence=page["after"]
     )

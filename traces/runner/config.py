@@ -1,4 +1,4 @@
-"""RunConfig and the errors a run request can end in."""
+"""RunConfig, and the errors a run request can end in (defined in traces/errors.py)."""
 
 from __future__ import annotations
 
@@ -6,40 +6,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from traces.errors import InvalidRun as InvalidRun
+from traces.errors import LeaseLost as LeaseLost
+from traces.errors import NotAllowed as NotAllowed
+from traces.errors import RunConflict as RunConflict
+from traces.errors import RunError as RunError
+from traces.errors import TraceNotFound as TraceNotFound
+
 # How a run that reached its step limit says so (trace.error_message, status stopped).
 STEP_LIMIT_PREFIX = "step limit:"
-
-
-class RunError(Exception):
-    """Base class of run request errors; `status` is the HTTP status it maps to."""
-
-    status = 400
-
-
-class InvalidRun(RunError):
-    """The request cannot be run as given (bad after_sequence, malformed messages)."""
-
-
-class TraceNotFound(RunError):
-    status = 404
-
-
-class NotAllowed(RunError):
-    """The user may see the trace but not do this to it (deciding an approval)."""
-
-    status = 403
-
-
-class RunConflict(RunError):
-    """The trace is already being run by someone else (W5: one active run)."""
-
-    status = 409
-
-
-class LeaseLost(RunError):
-    """Another run claimed the trace; this one must not write again (fencing)."""
-
-    status = 409
 
 
 @dataclass

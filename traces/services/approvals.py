@@ -20,7 +20,7 @@ from django.utils import timezone
 from traces.guards.confirm import RUN_APPROVED
 from traces.models import Approval, ApprovalStatus, Trace, TraceStatus
 from traces.runner import InvalidRun, NotAllowed, RunConflict, TraceNotFound
-from traces.selectors import traces_visible_to
+from traces.selectors import trace_visible_or_404
 from traces.services.runs import trace_continue
 
 DECISIONS = {"approve": ApprovalStatus.APPROVED, "deny": ApprovalStatus.DENIED}
@@ -30,9 +30,7 @@ SCOPES = ("call", "run")
 def approvals_for(*, user: Any, trace_id: str) -> QuerySet[Approval]:
     """The approvals of a trace and of its sub-agents (ids `{trace_id}@...`), which
     its run waits on (G5)."""
-    trace = traces_visible_to(user).filter(pk=trace_id).first()
-    if trace is None:
-        raise TraceNotFound(f"trace {trace_id!r} does not exist")
+    trace = trace_visible_or_404(user=user, trace_id=trace_id)
     mine_or_children = Q(trace=trace) | Q(trace__trace_id__startswith=f"{trace.trace_id}@")
     return Approval.objects.filter(mine_or_children).select_related("decided_by").order_by("requested_at")
 

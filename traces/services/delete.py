@@ -41,10 +41,10 @@ from traces.models import (
     TraceStatus,
 )
 from traces.projects import place
-from traces.runner import RunConflict, TraceNotFound
+from traces.runner import RunConflict
 from traces.runner.store import trace_request_stop
 from traces.runner.tool_api import workspace_path
-from traces.selectors import traces_visible_to
+from traces.selectors import trace_visible_or_404
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ def trace_tree_ids(root_ids: Iterable[str]) -> list[str]:
 
 def deletion_plan(*, user: Any, trace_id: str) -> Deletion:
     """What deleting `trace_id` would remove (the confirmation shows it); TraceNotFound for a stranger."""
-    trace = _visible(user, trace_id)
+    trace = trace_visible_or_404(user=user, trace_id=trace_id)
     ids = trace_tree_ids([trace.pk])
     return _counts(ids, files=len(_files_of(trace, ids)))
 
@@ -105,7 +105,7 @@ def trace_delete(*, user: Any, trace_id: str, force: bool = False) -> Deletion:
     the trace or a sub-trace is queued, running or waiting, unless `force` (staff
     only), which stops them and waits up to FORCE_WAIT_SECONDS for the runs to end.
     """
-    trace = _visible(user, trace_id)
+    trace = trace_visible_or_404(user=user, trace_id=trace_id)
     ids = trace_tree_ids([trace.pk])
     busy = _in_flight(ids)
     if busy and not force:
@@ -159,13 +159,6 @@ def traces_prune(
 
 
 # --- helpers -------------------------------------------------------------------
-
-
-def _visible(user: Any, trace_id: str) -> Trace:
-    trace = traces_visible_to(user).filter(pk=trace_id).first()
-    if trace is None:
-        raise TraceNotFound(f"trace {trace_id!r} does not exist")
-    return trace
 
 
 def _in_flight(ids: list[str]) -> list[tuple[str, str]]:

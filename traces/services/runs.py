@@ -1,4 +1,5 @@
-"""Writes on traces that callers outside the runner make: start, continue, stop.
+"""Writes on traces that callers outside the runner make: start, continue, reflect
+(and stop, re-exported from traces/services/stop.py).
 
 The API and the admin call these; they never run the agent loop (W1). Each one
 checks synchronously everything that can be refused, so a bad request gets its
@@ -29,20 +30,19 @@ from typing import Any
 
 from django.conf import settings as django_settings
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
 from memory.presets import Preset, UnknownPreset, get_preset
-from traces import events as event_bus
 from traces.llm import ModelNotConfigured, agent_model
 from traces.media.intake import media_intake
-from traces.models import ACTIVE_STATUSES, Approval, ApprovalStatus, Trace, TraceStatus
-from traces.runner import InvalidRun, RunConfig, RunConflict, TraceNotFound, run_settings
+from traces.models import ACTIVE_STATUSES, Trace, TraceStatus
+from traces.runner import InvalidRun, RunConfig, RunConflict, run_settings
 from traces.runner.extensions import extensions
 from traces.runner.prepare import new_trace_id, plan_existing, text_of, validate_messages
-from traces.runner.store import trace_request_stop
-from traces.selectors import trace_main_path_for_run, traces_visible_to
+from traces.selectors import trace_main_path_for_run, trace_visible_or_404
 from traces.services.queue import queue_run
+from traces.services.stop import trace_stop as trace_stop
+from traces.services.stop import trace_stop_waiting as trace_stop_waiting
 
 RUN_TASK = "traces.tasks.run_trace"
 REFLECT_TASK = "memory.tasks.reflect_trace"
@@ -135,7 +135,7 @@ def trace_continue(
     RunConflict (409) while the trace runs or is queued, InvalidRun (400) for an
     after_sequence off the main path, malformed messages or nothing to run.
     """
-    trace = _trace_for(user, trace_id)
+    trace = trace_visible_or_404(user=user, trace_id=trace_id)
     if trace.status in ACTIVE_STATUSES:
         raise RunConflict(_running_reason(trace))
     clean = validate_messages(messages)
@@ -179,7 +179,7 @@ def trace_reflect(*, user: Any, trace_id: str, focus: str = "") -> Trace:
     (`memory/reflect.py`). Raises TraceNotFound (404), InvalidRun (400) for a
     trace with no messages, a non-string focus or no model configured.
     """
-    trace = _trace_for(user, trace_id)
+    trace = trace_visible_or_404(user=user, trace_id=trace_id)
     if trace.status in ACTIVE_STATUSES:
         raise RunConflict(_running_reason(trace))
     if not isinstance(focus, str):
@@ -226,88 +226,7 @@ def _reserve(trace: Trace, token: int, *, clear_outcome: bool = True) -> None:
         )
 
 
-def trace_stop(*, user: Any, trace_id: str) -> Trace:
-    """Stop a running or queued trace (R5).
-
-    A run a worker holds is flagged and exits at its next checkpoint (within
-    AGENT_STOP_POLL_SECONDS even during a model call). A run still queued is
-    stopped here at once; its task then finds the reservation gone and does
-    nothing. Raises TraceNotFound (404), RunConflict (409) when not running.
-    """
-    trace = _trace_for(user, trace_id)
-    if trace.status not in ACTIVE_STATUSES:
-        raise RunConflict(f"trace {trace.trace_id!r} is not running (status {trace.status}); nothing to stop")
-    if trace.status == TraceStatus.QUEUED and _cancel_queued(trace):
-        trace.refresh_from_db()
-        return trace
-    if not trace_request_stop(trace_id=trace.trace_id):
-        trace.refresh_from_db()
-        raise RunConflict(
-            f"trace {trace.trace_id!r} finished (status {trace.status}) before it could be stopped"
-        )
-    trace.refresh_from_db()
-    return trace
-
-
-def trace_stop_waiting(*, user: Any, trace_id: str, reason: str) -> Trace:
-    """Stop a waiting trace (an A2A CancelTask of an input- or auth-required task).
-
-    Nothing runs, so nothing is flagged: the trace and its waiting children end
-    `stopped` here (a `stopped` event each), their open questions can no longer be
-    answered and their pending approvals are denied with `reason`. Raises
-    TraceNotFound (404), RunConflict (409) when the trace is not waiting.
-    """
-    trace = _trace_for(user, trace_id)
-    now = timezone.now()
-    with transaction.atomic():
-        waiting = [
-            trace.pk,
-            *Trace.objects.filter(parent_trace_id=trace.pk, status=TraceStatus.WAITING).values_list(
-                "pk", flat=True
-            ),
-        ]
-        for pk in waiting:
-            stopped = Trace.objects.filter(pk=pk, status=TraceStatus.WAITING).update(
-                status=TraceStatus.STOPPED,
-                completed_at=now,
-                updated_at=now,
-                error_message=reason,
-                last_event_id=F("last_event_id") + 1,
-            )
-            if not stopped and pk == trace.pk:
-                raise RunConflict(
-                    f"trace {trace.trace_id!r} is not waiting (status {trace.status}); nothing to stop"
-                )
-            if stopped:
-                head = Trace.objects.values_list("head_sequence", flat=True).get(pk=pk)
-                event_bus.event_append(
-                    pk,
-                    "stopped",
-                    {
-                        "status": TraceStatus.STOPPED,
-                        "result": None,
-                        "error": reason,
-                        "head_sequence": head,
-                        "reason": reason,
-                    },
-                    id_taken=True,
-                )
-        Approval.objects.filter(trace_id__in=waiting, status=ApprovalStatus.PENDING).update(
-            status=ApprovalStatus.DENIED, decided_at=now, decision_note=reason
-        )
-    trace.refresh_from_db()
-    return trace
-
-
 # --- helpers -------------------------------------------------------------------
-
-
-def _trace_for(user: Any, trace_id: str) -> Trace:
-    """The trace, if `user` may steer it; someone else's trace is 'not found' too."""
-    trace = traces_visible_to(user).filter(pk=trace_id).first()
-    if trace is None:
-        raise TraceNotFound(f"trace {trace_id!r} does not exist")
-    return trace
 
 
 def _running_reason(trace: Trace) -> str:
@@ -371,34 +290,3 @@ def _enqueue(trace_id: str, messages: list[dict[str, Any]], config: RunConfig) -
     (the caller is in a transaction; traces/services/queue.py)."""
     config_dict = {k: v for k, v in asdict(config).items() if k != "on_token"}
     queue_run(trace_id, RUN_TASK, [trace_id, messages, config_dict], task_name=f"run {trace_id}")
-
-
-def _cancel_queued(trace: Trace) -> bool:
-    """Stop a reservation no worker has claimed yet; False if a worker just did."""
-    now = timezone.now()
-    with transaction.atomic():
-        cancelled = Trace.objects.filter(
-            pk=trace.pk, status=TraceStatus.QUEUED, run_token=trace.run_token
-        ).update(
-            status=TraceStatus.STOPPED,
-            run_request=None,
-            completed_at=now,
-            updated_at=now,
-            last_event_id=F("last_event_id") + 1,
-        )
-        if not cancelled:
-            return False
-        head = Trace.objects.values_list("head_sequence", flat=True).get(pk=trace.pk)
-        event_bus.event_append(
-            trace.pk,
-            "stopped",
-            {
-                "status": TraceStatus.STOPPED,
-                "result": None,
-                "error": None,
-                "head_sequence": head,
-                "reason": "stopped before a worker started the run",
-            },
-            id_taken=True,
-        )
-    return True

@@ -32,8 +32,8 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models, transaction
 
 from traces.models import ACTIVE_STATUSES, Goal, Message, Trace, TraceEvent, TraceStatus
-from traces.runner import InvalidRun, RunConflict, TraceNotFound
-from traces.selectors import traces_visible_to
+from traces.runner import InvalidRun, RunConflict
+from traces.selectors import trace_visible_or_404
 
 FORMAT = "agentsite-trace/1"
 LEASE = ("owner_id", "run_owner", "run_token", "heartbeat_at", "stop_requested", "run_request", "queued_at")
@@ -43,9 +43,7 @@ MAX_ARCHIVE_BYTES = 2 * 1024**3
 
 def trace_export(*, user: Any, trace_id: str, directory: Path) -> list[str]:
     """Write the trace and its sub-traces under `directory`; the trace ids written."""
-    root = traces_visible_to(user).filter(pk=trace_id).first()
-    if root is None:
-        raise TraceNotFound(f"trace {trace_id!r} does not exist")
+    root = trace_visible_or_404(user=user, trace_id=trace_id)
     written = []
     for trace in [root, *_descendants(root.trace_id)]:
         folder = directory / _dir_name(trace.trace_id)
