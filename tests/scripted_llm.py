@@ -79,6 +79,8 @@ class Reply:
     - `headers`: extra response headers (e.g. {"retry-after": "1"}).
     - `raw`: answer with exactly this body (malformed-reply tests).
     - `prompt_tokens` / `completion_tokens`: override the estimated usage.
+    - `stream_usage`: False to leave the usage chunk out of a stream even when
+      `stream_options.include_usage` asks for it (servers that ignore the option).
     - `reasoning`: a reasoning model's thinking, sent as DeepSeek sends it on
       /v1/chat/completions (`reasoning_content` on the message, or streamed in
       `reasoning_content` deltas before the text) and as Anthropic thinking blocks
@@ -98,6 +100,7 @@ class Reply:
     raw: str | bytes | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    stream_usage: bool = True
     reasoning: str | None = None
 
     @property
@@ -721,6 +724,7 @@ def _make_handler(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                 self._json(200, wire.body(), reply.headers)
                 return
             include_usage = bool((request.body.get("stream_options") or {}).get("include_usage"))
+            include_usage = include_usage and reply.stream_usage
             self._sse(wire.events(include_usage), reply.headers, reply.chunk_delay)
 
         def _anthropic(

@@ -416,3 +416,14 @@ def test_litellms_direct_http_handler_gives_the_same_replies(llm: ScriptedLLM, m
     # the first four went through the OpenAI SDK, the last four did not
     stainless = ["x-stainless-lang" in request.headers for request in llm.requests]
     assert stainless == [True] * 4 + [False] * 4
+
+
+def test_a_stream_without_the_providers_usage_still_counts_tokens(llm: ScriptedLLM) -> None:
+    """A server that ignores stream_options.include_usage: litellm's stream wrapper counts the
+    tokens itself, and the folded reply (traces/llm_stream.py) keeps its count."""
+    llm.script("scripted", [Reply(text="It says hello there.", stream_usage=False)])
+
+    response = LLMClient()(USER, model=agent_model(), stream=True)
+
+    assert response.content == "It says hello there."
+    assert response.prompt_tokens > 0 and response.completion_tokens > 0
