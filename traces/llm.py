@@ -224,21 +224,24 @@ class LLMClient:
         except Exception as exc:
             raise LLMError(f"{model.model}: {_describe(exc)}") from exc
         duration_ms = int((time.perf_counter() - started) * 1000)
-        if isinstance(response, StreamedReply):
-            return _from_stream(response, model, duration_ms)
-        choice = response.choices[0]
+        if isinstance(response, StreamedReply):  # folded as it streamed: it is its own message
+            message, finish_reason = response, response.finish_reason
+            cost = _known(price(model.model, response.usage))
+        else:
+            message, finish_reason = response.choices[0].message, response.choices[0].finish_reason
+            cost = _cost(response)
         prompt_tokens, completion_tokens = _usage(response)
         return LLMResponse(
-            content=choice.message.content,
-            tool_calls=_tool_calls(choice.message),
-            finish_reason=choice.finish_reason,
+            content=message.content,
+            tool_calls=_tool_calls(message),
+            finish_reason=finish_reason,
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
-            cost=_cost(response),
+            cost=cost,
             duration_ms=duration_ms,
             model=getattr(response, "model", None) or model.model,
             streamed=streamed,
-            reasoning=_reasoning(choice.message),
+            reasoning=_reasoning(message),
             reasoning_tokens=_reasoning_tokens(response),
         )
 
@@ -280,23 +283,6 @@ class LLMClient:
             logger.warning("streaming failed (%s); falling back to a plain call", _describe(exc))
             return self._with_retries(litellm.completion, kwargs), False
         return reply, True
-
-
-def _from_stream(reply: StreamedReply, model: ModelSettings, duration_ms: int) -> LLMResponse:
-    prompt_tokens, completion_tokens = reply.tokens()
-    return LLMResponse(
-        content=reply.content,
-        tool_calls=_tool_calls(reply),
-        finish_reason=reply.finish_reason,
-        prompt_tokens=prompt_tokens,
-        completion_tokens=completion_tokens,
-        cost=_known(price(model.model, reply.usage)),
-        duration_ms=duration_ms,
-        model=reply.model or model.model,
-        streamed=True,
-        reasoning=reply.reasoning_content,
-        reasoning_tokens=reply.reasoning_tokens(),
-    )
 
 
 def _attempt_error(state: RetryCallState) -> BaseException:

@@ -5,7 +5,8 @@ chunks at the end of a stream and prices it (for a model litellm has no price
 for, by raising and catching an exception); with the litellm logging's own
 assembly that was ~10 % of a run's CPU. What a reply is to us is small: its text,
 reasoning, tool calls, finish reason, usage and model. `StreamedReply` keeps just
-that, folding each chunk's delta as the loop hands it on, so nothing is kept or
+that, folding each chunk's delta as the loop hands it on (it reads like a response
+and its message: `content`, `tool_calls`, `reasoning_content`, `usage`, `model`), so nothing is kept or
 rebuilt; the price is read from litellm's cost map once per model and usage
 (`price`), and a model without a price is remembered as such.
 
@@ -106,17 +107,6 @@ class StreamedReply:
             }
             for _, call in sorted(self.calls.items())
         ]
-
-    def tokens(self) -> tuple[int, int]:
-        usage = self.usage
-        if usage is None:
-            return 0, 0
-        return int(_get(usage, "prompt_tokens") or 0), int(_get(usage, "completion_tokens") or 0)
-
-    def reasoning_tokens(self) -> int | None:
-        details = _get(self.usage, "completion_tokens_details") if self.usage is not None else None
-        value = _get(details, "reasoning_tokens") if details is not None else None
-        return int(value) if isinstance(value, int) and value > 0 else None
 
 
 def price(model: str, usage: Any) -> float | None:

@@ -44,7 +44,8 @@ def test_text_reasoning_and_indexed_tool_call_pieces_are_joined_in_order():
         {"id": "a", "type": "function", "function": {"name": "list", "arguments": "{}"}},
         {"id": "b", "type": "function", "function": {"name": "read", "arguments": '{"p": 1}'}},
     ]
-    assert (reply.tokens(), reply.model, reply.chunks) == ((7, 5), "m-1", 9)
+    assert (reply.usage.prompt_tokens, reply.usage.completion_tokens) == (7, 5)
+    assert (reply.model, reply.chunks) == ("m-1", 9)
 
 
 def test_whole_calls_without_an_index_each_start_a_call():
@@ -53,7 +54,7 @@ def test_whole_calls_without_an_index_each_start_a_call():
     reply.add(chunk({"tool_calls": [{"id": "y", "function": {"name": "b", "arguments": '{"k": 2}'}}]}))
 
     assert [(c["id"], c["function"]["name"]) for c in reply.tool_calls] == [("x", "a"), ("y", "b")]
-    assert reply.content is None and reply.tokens() == (0, 0)
+    assert reply.content is None and reply.usage is None
 
 
 def test_a_model_without_a_price_costs_nothing_known_and_a_priced_one_is_priced():
