@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from memory.retrieval.embeddings import cosine, embed_missing, embed_task, embed_text, experiences_embed
+from memory.retrieval.embeddings import embed_missing, embed_task, embed_text, experiences_embed
 from memory.retrieval.lexical import query_words
 from memory.retrieval.search import Scored, experience_search
 from memory.retrieval.task import (
@@ -24,7 +24,6 @@ from memory.retrieval.task import (
 __all__ = [
     "Retrieval",
     "Scored",
-    "cosine",
     "embed_missing",
     "embed_task",
     "embed_text",

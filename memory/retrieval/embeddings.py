@@ -36,14 +36,6 @@ MAX_CHARS = 8000  # per text; longer experiences are cut (the condition and tags
 Progress = Callable[[int, int], None]  # (embedded so far, to embed)
 
 
-def cosine(a: list[float], b: list[float]) -> float:
-    if len(a) != len(b):
-        return 0.0
-    dot = sum(map(operator.mul, a, b))
-    norm = math.sqrt(sum(map(operator.mul, a, a))) * math.sqrt(sum(map(operator.mul, b, b)))
-    return dot / norm if norm else 0.0
-
-
 def dot(a: Sequence[float], b: Sequence[float]) -> float:
     """The cosine of two unit vectors (0 when their dimensions differ: another model's)."""
     return sum(map(operator.mul, a, b)) if len(a) == len(b) else 0.0
