@@ -23,7 +23,6 @@ from __future__ import annotations
 import concurrent.futures
 import gc
 import logging
-import os
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -33,6 +32,7 @@ from django.db import connections
 from django.utils import timezone
 
 from traces.models import Trace, TraceStatus
+from traces.process_local import PerProcess
 from traces.runner import AgentRunner, LeaseLost, RunConfig, RunConflict, RunError
 
 logger = logging.getLogger(__name__)
@@ -50,7 +50,6 @@ class RunHost:
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
-        self.pid = os.getpid()
         self._slots = threading.BoundedSemaphore(capacity)
         self._lock = threading.Lock()
         self._running: dict[int, str] = {}  # thread id -> trace id
@@ -251,14 +250,9 @@ def preload() -> None:
     gc.freeze()
 
 
-_host_lock = threading.Lock()
-_host: RunHost | None = None
+_host = PerProcess(lambda: RunHost(settings.AGENT_RUNS_PER_WORKER))
 
 
 def run_host() -> RunHost:
     """This process's run host; a forked worker makes its own."""
-    global _host
-    with _host_lock:
-        if _host is None or _host.pid != os.getpid():
-            _host = RunHost(settings.AGENT_RUNS_PER_WORKER)
-        return _host
+    return _host.get()

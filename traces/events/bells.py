@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
@@ -33,6 +32,7 @@ from django.db.backends.sqlite3.creation import DatabaseCreation as SQLiteCreati
 
 from traces.events.bell_postgres import NotifyReceiver, NotifySender
 from traces.events.bell_socket import SocketReceiver, SocketSender
+from traces.process_local import PerProcess
 
 logger = logging.getLogger(__name__)
 
@@ -85,10 +85,6 @@ def decode(payload: str) -> tuple[int, int, str] | None:
 
 # --- ringing -----------------------------------------------------------------
 
-_sender_lock = threading.Lock()
-_sender_pid = 0
-_sender: NotifySender | SocketSender | None = None
-
 
 def ring_other_processes(trace_id: str, last_event_id: int) -> None:
     """Ring the watchers of `trace_id` in every other process; returns at once."""
@@ -99,21 +95,22 @@ def ring_other_processes(trace_id: str, last_event_id: int) -> None:
         sender.send(encode(trace_id, last_event_id))
 
 
+def _make_sender() -> NotifySender | SocketSender | None:
+    """The transport's sender for this process, if rings must cross processes."""
+    kind = transport()
+    directory = doorbell_dir()
+    if kind == "postgres":
+        return NotifySender()
+    if kind == "socket" and directory is not None:
+        return SocketSender(directory, everything=encode(ALL_TRACES, EVERYTHING))
+    return None
+
+
+_senders = PerProcess(_make_sender)  # made on first use in each process (a forked worker makes its own)
+
+
 def _this_process_sender() -> NotifySender | SocketSender | None:
-    """Made on first use in each process (a forked worker makes its own)."""
-    global _sender, _sender_pid
-    with _sender_lock:
-        if _sender_pid != os.getpid():
-            _sender_pid = os.getpid()
-            kind = transport()
-            directory = doorbell_dir()
-            if kind == "postgres":
-                _sender = NotifySender()
-            elif kind == "socket" and directory is not None:
-                _sender = SocketSender(directory, everything=encode(ALL_TRACES, EVERYTHING))
-            else:
-                _sender = None
-        return _sender
+    return _senders.get()
 
 
 # --- listening ---------------------------------------------------------------

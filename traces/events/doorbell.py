@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-import os
 import re
 import threading
 import time
@@ -41,6 +40,7 @@ from channels import DEFAULT_CHANNEL_LAYER
 from channels.layers import BaseChannelLayer, InMemoryChannelLayer, channel_layers, get_channel_layer
 
 from traces.events import bells
+from traces.process_local import PerProcess
 
 logger = logging.getLogger(__name__)
 
@@ -129,7 +129,6 @@ class _Sender:
     LOG_EVERY = 30.0
 
     def __init__(self) -> None:
-        self.pid = os.getpid()
         self.loop = asyncio.new_event_loop()
         self.layer = channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)
         self.in_flight = 0
@@ -176,14 +175,9 @@ class _Sender:
             )
 
 
-_sender_lock = threading.Lock()
-_sender_instance: _Sender | None = None
+_senders = PerProcess(lambda: _Sender())
 
 
 def _sender() -> _Sender:
     """This process's sender; a forked worker makes its own (threads do not survive fork)."""
-    global _sender_instance
-    with _sender_lock:
-        if _sender_instance is None or _sender_instance.pid != os.getpid():
-            _sender_instance = _Sender()
-        return _sender_instance
+    return _senders.get()

@@ -7,7 +7,6 @@ blocks; the thread beats with the same fenced UPDATE as `RunStore.heartbeat`.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from typing import TYPE_CHECKING
@@ -17,6 +16,7 @@ from django.db import connection
 from django.utils import timezone
 
 from traces.models import Trace
+from traces.process_local import PerProcess
 
 if TYPE_CHECKING:
     from traces.runner.store import RunStore
@@ -34,7 +34,6 @@ class _Heartbeats:
     TICK = 0.2
 
     def __init__(self) -> None:
-        self.pid = os.getpid()
         self.lock = threading.Lock()
         self.active: dict[int, tuple[RunStore, float]] = {}
         threading.Thread(target=self._run, name="lease-heartbeats", daemon=True).start()
@@ -75,14 +74,9 @@ class _Heartbeats:
                     self.active.pop(id(store))  # the lease is lost; the run learns at its next commit
 
 
-_heartbeats_lock = threading.Lock()
-_heartbeats_instance: _Heartbeats | None = None
+_heartbeats = PerProcess(lambda: _Heartbeats())
 
 
 def lease_heartbeats() -> _Heartbeats:
     """This process's heartbeat thread; a forked worker starts its own."""
-    global _heartbeats_instance
-    with _heartbeats_lock:
-        if _heartbeats_instance is None or _heartbeats_instance.pid != os.getpid():
-            _heartbeats_instance = _Heartbeats()
-        return _heartbeats_instance
+    return _heartbeats.get()

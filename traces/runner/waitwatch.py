@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import threading
 import time
 from collections.abc import Iterator
@@ -24,6 +23,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from traces.models import Trace
+from traces.process_local import PerProcess
 from traces.runner.connections import connection_release
 
 if TYPE_CHECKING:
@@ -47,7 +47,6 @@ class WaitWatch:
     """The process's watcher thread (a daemon: it holds nothing a run needs at exit)."""
 
     def __init__(self) -> None:
-        self.pid = os.getpid()
         self._lock = threading.Lock()
         self._waiting: dict[int, Waiting] = {}
         threading.Thread(target=self._run, name="wait-watch", daemon=True).start()
@@ -104,14 +103,9 @@ class WaitWatch:
             w.seen = True
 
 
-_watch_lock = threading.Lock()
-_watch: WaitWatch | None = None
+_watch = PerProcess(lambda: WaitWatch())
 
 
 def wait_watch() -> WaitWatch:
     """This process's watcher; a forked worker starts its own."""
-    global _watch
-    with _watch_lock:
-        if _watch is None or _watch.pid != os.getpid():
-            _watch = WaitWatch()
-        return _watch
+    return _watch.get()
