@@ -1,7 +1,10 @@
 """The databases' own full-text indexes over experiences (M4), created by migration 0008.
 
 PostgreSQL: `search_vector`, a generated (always in sync) tsvector weighted
-tags A, condition B, rule C, category D, with a GIN index.
+tags A, condition B, rule C, category D, with a GIN index; and `applies_vector`
+(migration 0010), tags A and condition B only, with its own GIN index: the words
+that say a lesson applies, which pick and cover the candidates (a word in the
+rule alone never makes a lesson relevant), while `search_vector` ranks the best.
 
 SQLite: `memory_experience_fts`, an FTS5 table (porter stemming) with the same
 four columns plus `tagset` (each canonical tag as one token, "i_speed_up",
@@ -39,6 +42,21 @@ POSTGRESQL_FORWARD = [
     "ALTER TABLE memory_experience DROP COLUMN IF EXISTS search_vector",
     f"ALTER TABLE memory_experience ADD COLUMN search_vector tsvector GENERATED ALWAYS AS ({POSTGRESQL_VECTOR}) STORED",
     "CREATE INDEX memory_experience_search_gin ON memory_experience USING GIN (search_vector)",
+]
+# tags A and condition B only: the candidates' index (memory/retrieval/lexical.py)
+POSTGRESQL_APPLIES_VECTOR = (
+    "setweight(to_tsvector('english', replace(coalesce(intent_index, '') || ' ' || coalesce(state_index, ''),"
+    " '_', ' ')), 'A')"
+    " || setweight(to_tsvector('english', coalesce(condition, '')), 'B')"
+)
+POSTGRESQL_APPLIES_FORWARD = [
+    "ALTER TABLE memory_experience ADD COLUMN IF NOT EXISTS applies_vector tsvector "
+    f"GENERATED ALWAYS AS ({POSTGRESQL_APPLIES_VECTOR}) STORED",
+    "CREATE INDEX IF NOT EXISTS memory_experience_applies_gin ON memory_experience USING GIN (applies_vector)",
+]
+POSTGRESQL_APPLIES_BACKWARD = [
+    "DROP INDEX IF EXISTS memory_experience_applies_gin",
+    "ALTER TABLE memory_experience DROP COLUMN IF EXISTS applies_vector",
 ]
 
 _INSERT = (

@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from django.db import connection
+from django.db import connection, transaction
 
 from memory.fulltext import FTS_TABLE
 
@@ -68,19 +68,22 @@ def ranked(
     weights: dict[str, float],
     limit: int,
     codes: list[str] | None = None,
+    applies_only: bool = False,
 ) -> list[dict[str, Any]]:
     """The best `limit` candidates as {pk, intent_hits, state_hits, rank, words}, best first
     (among the experiences named by `codes` when given: a run's chosen set).
 
     A candidate is in `statuses` and `scopes` and shares a tag or a word with the
-    task; `rank` is the database's full-text rank in [0, 1); `words` are the task
+    task (with `applies_only`, in its tags or condition: a lesson whose rule alone
+    shares words has relevance 0, so a search with a floor above 0 asks for this
+    smaller set); `rank` is the database's full-text rank in [0, 1); `words` are the task
     words its tags or condition match (stemmed by the database): the words that say
     the lesson applies, not words of its advice. `weights` are the intent, state,
     rank and trust weights the order uses (memory/retrieval/search.py re-scores the rows).
     """
     if connection.vendor != "postgresql":
-        return _ranked_sqlite(statuses, scopes, tags, words, weights, limit, codes)
-    return _ranked_postgresql(statuses, scopes, tags, words, weights, limit, codes)
+        return _ranked_sqlite(statuses, scopes, tags, words, weights, limit, codes, applies_only)
+    return _ranked_postgresql(statuses, scopes, tags, words, weights, limit, codes, applies_only)
 
 
 def _row(row: Any) -> dict[str, Any]:
@@ -111,32 +114,38 @@ def _ranked_postgresql(
     weights: dict[str, float],
     limit: int,
     codes: list[str] | None,
+    applies_only: bool,
 ) -> list[dict[str, Any]]:
-    """One raw query in two stages. Every candidate matches the task's words or its
-    tags' words (a tag's words are in the vector at weight A), so the GIN index
-    picks the rows; the first stage keeps the best RANK_POOL by tags and by the share
-    of the task's words in their tags or condition (`ts_rank` with weights on A and B
-    only: one cheap call per row, where a test per word cost as much as the rest);
-    `ts_rank_cd`, which reads every position, runs on those only, and the per-word
-    tests (`words`) on the rows returned. Raw SQL, not the ORM: one round trip, and
-    compiling one ORM expression per word and tag cost as much as the query."""
+    """One raw query in two stages. A candidate matches the task's words or its tags'
+    words (a tag's words are in both vectors at weight A) in `applies_vector` (tags and
+    condition: migration 0010), or anywhere in `search_vector` unless `applies_only`;
+    the GIN index picks the rows. The first stage keeps the best RANK_POOL by tags and
+    by the share of the task's words in their tags or condition (`ts_rank` over
+    `applies_vector`: one cheap call per row, where a test per word cost as much as
+    the rest); `ts_rank_cd` over the whole `search_vector`, which reads every
+    position, runs on those only, and the per-word tests (`words`) on the rows
+    returned. Raw SQL, not the ORM: one round trip, and compiling one ORM expression
+    per word and tag cost as much as the query."""
     tag_words = [w for kind in ("intent", "state") for t in tags[kind] for w in re.findall(r"[^\W_]+", t)]
     # raw tsquery "w1 | w2 | ...": every word is [^\W_]+ (query_words, canonical tags): no operator slips in
     prefilter = " | ".join(dict.fromkeys([*words, *tag_words]))
     intent_sql, intent_params = _pg_tag_hits("intent_index", tags["intent"])
     state_sql, state_params = _pg_tag_hits("state_index", tags["state"])
-    hits = ", ".join("best.v @@ to_tsquery('english', %s)" for _ in words) or "NULL::boolean"
-    covered = "ts_rank('{0, 0, 1, 1}', e.search_vector, to_tsquery('english', %s), 0)" if words else "0"
-    text = "ts_rank_cd(%s::float4[], p.v, to_tsquery('english', %s), %s)" if words else "0.0::float8"
+    hits = ", ".join("best.av @@ to_tsquery('english', %s)" for _ in words) or "NULL::boolean"
+    covered = "ts_rank('{0, 0, 1, 1}', e.applies_vector, to_tsquery('english', %s), 0)" if words else "0"
+    text = (
+        "ts_rank_cd(%s::float4[], e.search_vector, to_tsquery('english', %s), %s)" if words else "0.0::float8"
+    )
+    vector = "applies_vector" if applies_only else "search_vector"
     in_codes = "" if codes is None else f" AND e.code IN ({_in(codes)})"
     w = weights
     sql = f"""
         WITH p AS MATERIALIZED (
             SELECT c.* FROM (
-                SELECT e.id, e.code, e.helpful, e.harmful, e.confidence, e.search_vector AS v,
+                SELECT e.id, e.code, e.helpful, e.harmful, e.confidence,
                        {intent_sql} AS i, {state_sql} AS s, {covered} AS covered
                 FROM memory_experience e
-                WHERE e.search_vector @@ to_tsquery('english', %s)
+                WHERE e.{vector} @@ to_tsquery('english', %s)
                   AND e.status IN ({_in(statuses)}) AND e.scope IN ({_in(scopes)}){in_codes}
             ) AS c
             ORDER BY {_f(w["intent"])} * c.i + {_f(w["state"])} * c.s + {_f(w["text"])} * c.covered DESC,
@@ -144,7 +153,9 @@ def _ranked_postgresql(
             LIMIT {max(RANK_POOL, limit)}
         ),
         best AS MATERIALIZED (
-            SELECT r.*, {_pg_score("r", w)} AS score FROM (SELECT p.*, {text} AS t FROM p) AS r
+            SELECT r.*, {_pg_score("r", w)} AS score FROM (
+                SELECT p.*, {text} AS t, e.applies_vector AS av FROM p JOIN memory_experience e ON e.id = p.id
+            ) AS r
             ORDER BY score DESC, r.helpful DESC, r.code
             LIMIT %s
         )
@@ -161,11 +172,20 @@ def _ranked_postgresql(
         *(codes or []),
         *([PG_WEIGHTS, " | ".join(words), PG_NORMALIZATION] if words else []),
         limit,
-        *[f"{word}:AB" for word in words],  # A tags, B condition (memory/fulltext.py)
+        *words,  # applies_vector holds tags and condition only
     ]
-    with connection.cursor() as cursor:
+    # The planner prices `@@` like any cheap operator, so when a fifth of the rows match it
+    # scans the table and tests every row (14 ms at 10,000) instead of asking the GIN index
+    # (6 ms; bench/retrieval.py). Off for this statement only: SET LOCAL in a transaction of
+    # its own (one server connection even behind a transaction pooler), reset after it when
+    # the caller's transaction goes on; a failure rolls the SET back with the savepoint.
+    outer = connection.in_atomic_block
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
         cursor.execute(sql, params)
         rows = cursor.fetchall()
+        if outer:
+            cursor.execute("SET LOCAL enable_seqscan TO DEFAULT")
     return [
         {**_row(row[:4]), "words": [word for word, hit in zip(words, row[4] or [], strict=False) if hit]}
         for row in rows
@@ -189,6 +209,7 @@ def _ranked_sqlite(
     weights: dict[str, float],
     limit: int,
     codes: list[str] | None = None,
+    applies_only: bool = False,
 ) -> list[dict[str, Any]]:
     """Raw SQL (FTS5 tables cannot be joined by the ORM), in PostgreSQL's two stages.
 
@@ -201,16 +222,24 @@ def _ranked_sqlite(
     """
     params = [*statuses, *scopes, *(codes or [])]
     in_codes = "" if codes is None else f" AND e.code IN ({_in(codes)})"
-    # one row per index hit, (id, intent hit, state hit, word number), summed per id in `c`
+    # one row per index hit, (id, intent hit, state hit, word number), summed per id in `c`;
+    # the first, rows sharing a word anywhere, only when rule-only matches may be returned
+    everything = _fts_query(words) if words else '""'
     parts = [f"SELECT rowid AS id, 0 AS i, 0 AS s, NULL AS n FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s"]
-    part_params: list[Any] = [_fts_query(words) if words else '""']
+    part_params: list[Any] = [everything]
+    if applies_only:
+        parts, part_params = [], []
     for kind, prefix in (("intent", "i"), ("state", "s")):
         for tag in tags[kind]:
             one, other = ("1", "0") if kind == "intent" else ("0", "1")
-            parts.append(f"SELECT rowid, {one}, {other}, NULL FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s")
+            parts.append(
+                f"SELECT rowid AS id, {one} AS i, {other} AS s, NULL AS n FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s"
+            )
             part_params.append(f'{{tagset}} : "{prefix}_{tag}"')
     for n, word in enumerate(words):  # in the tags or condition: what says the lesson applies
-        parts.append(f"SELECT rowid, 0, 0, {n} FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s")
+        parts.append(
+            f"SELECT rowid AS id, 0 AS i, 0 AS s, {n} AS n FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s"
+        )
         part_params.append(f'{{tags condition}} : "{word}"')
     w = weights
     text = f"coalesce(f.b / (f.b + {BM25_HALF!r}), 0.0)"
@@ -239,7 +268,7 @@ def _ranked_sqlite(
         LIMIT %s
     """
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*part_params, *params, part_params[0], limit])
+        cursor.execute(sql, [*part_params, *params, everything, limit])
         rows = cursor.fetchall()
     return [{**_row(row[:4]), "words": _words_of(row[4], words)} for row in rows]
 

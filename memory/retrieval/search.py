@@ -112,6 +112,9 @@ def experience_search(
         weights=WEIGHTS,
         limit=max(POOL, k, EMBEDDING_POOL if query_embedding else 0),
         codes=codes,
+        # a lesson matching only in its rule has relevance 0: below any floor above 0, and
+        # fusion's cosine half may still take it, so it stays a candidate there
+        applies_only=floor > 0 and not query_embedding,
     )
     rows, extra = rows[: max(POOL, k)], [row["pk"] for row in rows[max(POOL, k) :]]
     experiences = Experience.objects.defer("embedding").in_bulk([row["pk"] for row in rows])

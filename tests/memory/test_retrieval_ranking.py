@@ -136,10 +136,15 @@ def test_one_query_ranks_and_says_which_words_matched_however_long_the_task(
     make_experience(rule="Other.", condition="the charts look wrong")
     text = "the python worker memory grows until the kernel kills it after many hours of queued report jobs"
 
-    with django_assert_num_queries(2):  # the ranking (with each row's words), then the top rows
+    # the ranking (with each row's words), then the top rows; on PostgreSQL the ranking
+    # also sets and resets its planner setting in a savepoint (here: inside the test's transaction)
+    planner = 4 if connection.vendor == "postgresql" else 0
+    with django_assert_num_queries(2 + planner) as queries:
         found = experience_search(
             tags={"state": ["memory_leak"], "intent": ["debug"]}, text=text, explain=True
         )
+
+    assert sum("memory_experience" in q["sql"] for q in queries.captured_queries) == 2
 
     assert codes(found) == [hit.code]
     assert found[0].matched["words"] == ["worker", "memory", "grows"]
@@ -170,3 +175,49 @@ def test_the_ranking_returns_as_many_rows_as_asked_beyond_its_first_stage(db):
     )
 
     assert len(rows) == RANK_POOL + 30 and {tuple(row["words"]) for row in rows} == {("deploy", "stalls")}
+
+
+def test_with_a_floor_candidates_come_from_tags_and_condition_only(make_experience):
+    from memory.models import ExperienceStatus
+    from memory.retrieval.lexical import ranked
+    from memory.retrieval.search import WEIGHTS
+
+    in_rule = make_experience(rule="When the migration stalls, check the lock.", condition="a deploy is slow")
+    in_condition = make_experience(rule="Roll back first.", condition="a database migration stalls")
+    in_tags = make_experience(rule="Read the logs.", tags={"state": ["migration"]}, condition="it hangs")
+
+    def candidates(applies_only: bool) -> set[str]:
+        rows = ranked(
+            statuses=[ExperienceStatus.APPROVED],
+            scopes=[""],
+            tags={"intent": [], "state": []},
+            words=["migration", "stalls"],
+            weights=WEIGHTS,
+            limit=10,
+            applies_only=applies_only,
+        )
+        found = dict(Experience.objects.filter(pk__in=[r["pk"] for r in rows]).values_list("pk", "code"))
+        return {found[r["pk"]] for r in rows}
+
+    assert candidates(applies_only=True) == {in_condition.code, in_tags.code}
+    assert candidates(applies_only=False) == {in_rule.code, in_condition.code, in_tags.code}
+    # the search asks for the smaller set only when the floor would drop the rule-only match anyway
+    assert codes(experience_search(text="the migration stalls", min_score=0.0))[-1] == in_rule.code
+    assert in_rule.code not in codes(experience_search(text="the migration stalls", min_score=0.01))
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the planner setting is PostgreSQL's")
+def test_the_index_only_plan_does_not_leak_into_the_callers_transaction(make_experience):
+    from django.db import transaction
+
+    make_experience(rule="Roll back first.", condition="a database migration stalls")
+
+    def seqscan() -> str:
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW enable_seqscan")
+            return cursor.fetchone()[0]
+
+    with transaction.atomic():
+        assert codes(experience_search(text="the migration stalls"))
+        assert seqscan() == "on"
+    assert codes(experience_search(text="the migration stalls")) and seqscan() == "on"
