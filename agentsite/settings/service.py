@@ -65,6 +65,11 @@ AGENT_WATCH_POLL_SECONDS = env_float("AGENT_WATCH_POLL_SECONDS", 5.0, minimum=0.
 # While the channel layer fails (Redis down) watch sockets read the event table this
 # often instead (traces/events/consumers.py), and try to join their groups again.
 AGENT_WATCH_DEGRADED_POLL_SECONDS = env_float("AGENT_WATCH_DEGRADED_POLL_SECONDS", 1.0, minimum=0.05)
+# Watch sockets read the event log on this many threads per web server process, each
+# keeping its database connection until idle this long (0: close after every read;
+# traces/events/reads.py).
+AGENT_WATCH_READ_THREADS = env_int("AGENT_WATCH_READ_THREADS", 4, minimum=1)
+AGENT_WATCH_READ_IDLE_SECONDS = env_float("AGENT_WATCH_READ_IDLE_SECONDS", 30.0, minimum=0.0)
 
 # A run may take long; its own lease and heartbeat (W5) guard it, so the
 # broker's timeout only bounds a wedged task. timeout must stay below retry.

@@ -18,10 +18,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from a2a.types import a2a_pb2 as pb
-from channels.db import database_sync_to_async
 from django.conf import settings
 
 from traces.a2a_protocol import tasks
+from traces.events.reads import read
 from traces.models import ACTIVE_STATUSES, Trace, TraceEvent
 from traces.runner.prepare import text_of
 from traces.selectors import trace_events
@@ -107,10 +107,10 @@ def _next_batch(trace_id: str, cursor: int) -> tuple[Trace, list[TraceEvent]]:
 
 async def stream(trace_id: str, cursor: int) -> AsyncIterator[Update]:
     """The updates after event `cursor` of a trace, until an end event; polls the
-    event table every AGENT_A2A_POLL_SECONDS (the log, not the doorbell, is the source)."""
-    read = database_sync_to_async(_next_batch)
+    event table every AGENT_A2A_POLL_SECONDS (the log, not the doorbell, is the source),
+    on the watch-read threads (traces/events/reads.py), which keep their connection."""
     while True:
-        trace, events = await read(trace_id, cursor)
+        trace, events = await read(_next_batch, trace_id, cursor)
         for event in events:
             cursor = event.event_id
             for update in updates_for(trace, event):

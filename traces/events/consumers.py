@@ -51,10 +51,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from channels.db import database_sync_to_async
 from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from channels.layers import get_channel_layer
@@ -62,8 +61,9 @@ from channels.utils import await_many_dispatch
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
-from traces.events.cursors import WatchCursors, events_after, parse_watch_query, watched_heads
+from traces.events.cursors import Head, WatchCursors, events_after, parse_watch_query, watched_heads
 from traces.events.doorbell import group_for, listen
+from traces.events.reads import read
 from traces.selectors import traces_visible_to
 
 logger = logging.getLogger(__name__)
@@ -82,12 +82,21 @@ def trace_visible(user: Any, trace_id: str) -> bool:
     return traces_visible_to(user).filter(pk=trace_id).exists()
 
 
-# Reads for watchers run in the loop's thread pool, not in the one thread that
-# runs every sync view of this process (thread_sensitive=True, the default): a
-# burst of start requests would otherwise hold live events behind it (issue 18).
-atrace_visible = database_sync_to_async(trace_visible, thread_sensitive=False)
-awatched_heads = database_sync_to_async(watched_heads, thread_sensitive=False)
-aevents_after = database_sync_to_async(events_after, thread_sensitive=False)
+# Reads for watchers run on their own threads (traces/events/reads.py), not in the one
+# thread that runs every sync view of this process: a burst of start requests would
+# otherwise hold live events behind it; those threads keep their database connection.
+async def atrace_visible(user: Any, trace_id: str) -> bool:
+    return await read(trace_visible, user, trace_id)
+
+
+async def awatched_heads(
+    user: Any, root_id: str, *, known: Mapping[str, int], children: bool
+) -> dict[str, Head]:
+    return await read(watched_heads, user, root_id, known=known, children=children)
+
+
+async def aevents_after(cursors: Mapping[str, int], limit: int) -> list[dict[str, Any]]:
+    return await read(events_after, cursors, limit)
 
 
 class TraceWatchConsumer(AsyncJsonWebsocketConsumer):
