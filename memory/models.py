@@ -93,6 +93,7 @@ class Experience(models.Model):
     success_rate = models.FloatField(null=True, blank=True)
     embedding = models.JSONField(null=True, blank=True, editable=False)
     embedding_model = models.CharField(max_length=200, blank=True, default="", editable=False)
+    embedded_at = models.DateTimeField(null=True, blank=True, editable=False)
     status = models.CharField(
         max_length=10, choices=ExperienceStatus.choices, default=ExperienceStatus.DRAFT, db_index=True
     )
@@ -121,9 +122,14 @@ class Experience(models.Model):
         self.build_indexes()
         loaded = self._embedded_text
         if loaded is not None and loaded != self.search_text and self.embedding_model:
-            self.embedding, self.embedding_model = None, ""
+            self.embedding, self.embedding_model, self.embedded_at = None, "", None
             if kwargs.get("update_fields") is not None:
-                kwargs["update_fields"] = {*kwargs["update_fields"], "embedding", "embedding_model"}
+                kwargs["update_fields"] = {
+                    *kwargs["update_fields"],
+                    "embedding",
+                    "embedding_model",
+                    "embedded_at",
+                }
         self._embedded_text = self.search_text
         if touch:
             self.updated_at = timezone.now()

@@ -26,6 +26,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db.models import Q, QuerySet
+from django.utils import timezone
 
 from memory.models import Experience, ExperienceStatus
 from traces.llm import LLMError, ModelSettings, embed, embedding_model
@@ -120,10 +121,12 @@ def _embed_batch(chunk: list[Experience], model: ModelSettings) -> bool:
     except LLMError as exc:
         logger.warning("embedding %d experience(s) failed, they stay lexical-only: %s", len(chunk), exc)
         return False
+    now = timezone.now()
     for experience, vector in zip(chunk, vectors, strict=True):
         experience.embedding, experience.embedding_model = pack(unit(vector)), model.model
+        experience.embedded_at = now  # what a process's matrix of vectors watches (vectors.py)
     # bulk_update, not save(): neither updated_at nor the text indexes change
-    Experience.objects.bulk_update(chunk, ["embedding", "embedding_model"])
+    Experience.objects.bulk_update(chunk, ["embedding", "embedding_model", "embedded_at"])
     return True
 
 

@@ -11,13 +11,13 @@ one that only one order places first.
 
 Candidates: the rows the lexical query returned (memory/retrieval/lexical.py:
 ranked, widened from 50 to EMBEDDING_POOL rows when fusing): the best of everything
-sharing a tag or a word with the task. The embedding order is the cosine between
-the task's vector (task + tags: memory/retrieval/embeddings.py:embed_task) and each
-candidate's stored unit vector, a dot product in Python over those 200 rows (~3 ms
-at 512 dimensions; no vector index, pgvector is not used: docs/ARCHITECTURE.md).
-An experience nothing lexical reaches is not a candidate: with a real embedding
-model a paraphrase sharing no word and no tag is missed (a cosine scan of every
-approved experience in Python costs ~15 us per vector, 120 ms at 8,000).
+sharing a tag or a word with the task; and the EMBEDDING_POOL approved experiences
+closest to the task's vector (task + tags: memory/retrieval/embeddings.py:embed_task)
+among every one embedded by the configured model in the run's scopes, which the
+process holds as one matrix (memory/retrieval/vectors.py: numpy, ~1 ms for 10,000 x
+512), so a paraphrase sharing no word and no tag is found too. The embedding rank is
+the rank in that whole library. A search for other statuses than approved (none in
+the product) compares the lexical candidates' stored vectors only.
 
 The floor: an experience is injected only if it is lexically relevant
 (relevance >= AGENT_EXPERIENCE_MIN_SCORE, the rule of memory/retrieval/search.py)
@@ -29,18 +29,30 @@ rank of a weak match does not make it relevant.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from django.conf import settings
 
 from memory.models import Experience
+from memory.retrieval import vectors
 from memory.retrieval.embeddings import dot, unit, unpack
 
 if TYPE_CHECKING:
     from memory.retrieval.search import Scored
 
 RRF_K = 60
-EMBEDDING_POOL = 200  # lexical rows the embedding order is computed over
+EMBEDDING_POOL = 200  # lexical rows fusion looks at; as many of the library's best by cosine
+
+
+@dataclass(frozen=True)
+class Library:
+    """Where fusion may look beyond the lexical pool: the approved experiences embedded by
+    `model`, in `scopes` (and `codes`, a run's experience set)."""
+
+    model: str
+    scopes: list[str]
+    codes: list[str] | None = None
 
 
 def fuse(
@@ -51,22 +63,37 @@ def fuse(
     floor: float,
     k: int,
     make: Callable[[Experience], Scored],
+    library: Library | None = None,
 ) -> list[Scored]:
-    """The top `k` of `lexical` (scored rows, any order) and the `extra` candidates (primary
-    keys beyond the lexical pool), by fused rank, at or above the floor.
+    """The top `k` of `lexical` (scored rows, any order), the `extra` candidates (primary
+    keys beyond the lexical pool) and, with `library`, the library's best by cosine, by
+    fused rank, at or above the floor.
 
-    `make(experience)` builds the Scored of an extra candidate (no lexical part). Each
+    `make(experience)` builds the Scored of a candidate with no lexical part. Each
     result's `fusion` records its lexical rank, embedding rank, cosine and fused score.
     """
     min_cosine = settings.AGENT_EMBEDDING_MIN_COSINE
     relevant = sorted((s for s in lexical if s.relevance >= floor), key=lexical_order)
     lexical_rank = {s.experience.pk: rank for rank, s in enumerate(relevant, 1)}
     pks = [s.experience.pk for s in lexical] + extra
-    query = unit(query_embedding)
-    stored = Experience.objects.filter(pk__in=pks, embedding__isnull=False).values_list("pk", "embedding")
-    cosines = {pk: dot(query, unpack(v)) for pk, v in stored}
-    by_cosine = sorted((pk for pk, c in cosines.items() if c > 0), key=lambda pk: (-cosines[pk], pk))
-    embedding_rank = {pk: rank for rank, pk in enumerate(by_cosine, 1)}
+    if library is not None:  # every approved embedding of the scope (memory/retrieval/vectors.py)
+        found = vectors.ranks(
+            query_embedding,
+            model=library.model,
+            scopes=library.scopes,
+            codes=library.codes,
+            wanted=set(pks),
+            top=EMBEDDING_POOL,
+        )
+        embedding_rank = {pk: rank for pk, (rank, _) in found.items()}
+        cosines = {pk: cosine for pk, (_, cosine) in found.items()}
+        pks += sorted(set(found) - set(pks), key=embedding_rank.__getitem__)
+    else:  # the candidates' stored vectors only
+        query = unit(query_embedding)
+        stored = Experience.objects.filter(pk__in=pks, embedding__isnull=False).values_list("pk", "embedding")
+        cosines = {pk: dot(query, unpack(v)) for pk, v in stored}
+        by_cosine = sorted((pk for pk, c in cosines.items() if c > 0), key=lambda pk: (-cosines[pk], pk))
+        embedding_rank = {pk: rank for rank, pk in enumerate(by_cosine, 1)}
     eligible = set(lexical_rank) | {pk for pk, c in cosines.items() if c >= min_cosine}
 
     def fused(pk: int) -> float:

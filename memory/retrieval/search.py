@@ -35,9 +35,10 @@ from typing import Any
 from django.conf import settings
 
 from memory.models import Experience, ExperienceStatus
-from memory.retrieval.fusion import EMBEDDING_POOL, fuse, lexical_order
+from memory.retrieval.fusion import EMBEDDING_POOL, Library, fuse, lexical_order
 from memory.retrieval.lexical import query_words, ranked
 from memory.tags import normalize_tags
+from traces.llm import embedding_model
 
 WEIGHTS = {"intent": 4.0, "state": 2.0, "text": 3.0, "rank": 3.0, "trust": 0.1}
 POOL = 50  # rows the database ranks first, then scored here
@@ -104,9 +105,10 @@ def experience_search(
     words = query_words(text)
     if k <= 0 or not (tags["intent"] or tags["state"] or words):
         return []
+    scopes = scopes_for(agent_type=agent_type, user_id=user_id)
     rows = ranked(
         statuses=list(statuses),
-        scopes=scopes_for(agent_type=agent_type, user_id=user_id),
+        scopes=scopes,
         tags=tags,
         words=words,
         weights=WEIGHTS,
@@ -121,7 +123,21 @@ def experience_search(
     matched = {row["pk"]: row["words"] for row in rows}
     scored = [_scored(experiences[row["pk"]], row, matched, words) for row in rows]
     if query_embedding:
-        top = fuse(scored, extra=extra, query_embedding=query_embedding, floor=floor, k=k, make=_unmatched)
+        model = embedding_model()
+        library = (
+            Library(model=model.model, scopes=scopes, codes=codes)
+            if model is not None and tuple(statuses) == (ExperienceStatus.APPROVED,)
+            else None
+        )
+        top = fuse(
+            scored,
+            extra=extra,
+            query_embedding=query_embedding,
+            floor=floor,
+            k=k,
+            make=_unmatched,
+            library=library,
+        )
     else:
         top = sorted((s for s in scored if s.relevance >= floor), key=lexical_order)[:k]
     if explain:

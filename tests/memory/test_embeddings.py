@@ -205,3 +205,66 @@ def test_an_import_embeds_its_approved_experiences_in_one_batch(embedder, make_e
 
     assert [len(r.body["input"]) for r in calls(embedder)] == [3]
     assert Experience.objects.filter(embedding__isnull=True).count() == 0
+
+
+def _embed_as(experience: Experience, vector: list[float]) -> None:
+    """Store `vector` as the configured model's embedding of `experience` (as a real model
+    would give a paraphrase: the scripted endpoint's bag of words cannot)."""
+    from django.utils import timezone
+
+    from memory.retrieval.embeddings import pack, unit
+
+    Experience.objects.filter(pk=experience.pk).update(
+        embedding=pack(unit(vector)), embedding_model=f"openai/{MODEL}", embedded_at=timezone.now()
+    )
+
+
+def test_a_paraphrase_sharing_no_word_and_no_tag_is_found_by_its_embedding(embedder, make_experience):
+    paraphrase = make_experience(
+        rule="Split the batch and run the parts in parallel.", condition="the batch is slow"
+    )
+    other = make_experience(rule="Check the cron schedule first.", condition="a nightly job did not start")
+    _embed_as(paraphrase, [1.0, 0.2, 0.0, 0.0])
+    _embed_as(other, [0.0, 0.0, 1.0, 0.1])
+    task = "Make the overnight export finish sooner"
+
+    assert experience_search(text=task) == []  # no word of it is in either lesson
+    found = experience_search(text=task, query_embedding=[1.0, 0.0, 0.0, 0.0], explain=True)
+
+    assert codes(found) == [paraphrase.code]  # the other's cosine is ~0: below the floor
+    assert found[0].fusion is not None
+    assert (found[0].fusion["lexical_rank"], found[0].fusion["embedding_rank"]) == (None, 1)
+    assert found[0].fusion["cosine"] > 0.9
+
+
+def test_the_embedding_search_keeps_to_the_runs_scopes(embedder, make_experience):
+    mine = make_experience(rule="Split the batch.", condition="the batch is slow", scope="user:7")
+    _embed_as(mine, [1.0, 0.0, 0.0])
+    task = "Make the overnight export finish sooner"
+
+    assert experience_search(text=task, query_embedding=[1.0, 0.0, 0.0], user_id=8) == []
+    assert codes(experience_search(text=task, query_embedding=[1.0, 0.0, 0.0], user_id=7)) == [mine.code]
+    assert experience_search(text=task, query_embedding=[1.0, 0.0, 0.0], user_id=7, codes=["ex_none"]) == []
+
+
+def test_the_library_matrix_follows_approvals_and_new_embeddings(embedder, make_experience):
+    from memory.models import ExperienceStatus
+
+    draft = make_experience(
+        rule="Split the batch.", condition="the batch is slow", status=ExperienceStatus.DRAFT
+    )
+    _embed_as(draft, [1.0, 0.0, 0.0])
+    task, query = "Make the overnight export finish sooner", [1.0, 0.0, 0.0]
+    assert experience_search(text=task, query_embedding=query) == []  # a draft is not in the library
+
+    draft.refresh_from_db()
+    draft.status = ExperienceStatus.APPROVED
+    draft.save()  # the approval moves the fingerprint: seen at once
+    assert codes(experience_search(text=task, query_embedding=query)) == [draft.code]
+
+    later = make_experience(rule="Profile first.", condition="a report crawls")  # embedded on approval
+    assert codes(experience_search(text=task, query_embedding=query)) == [draft.code]  # another size
+    _embed_as(later, [1.0, 0.1, 0.0])  # re-made in place: same count, same updated_at
+    assert codes(experience_search(text=task, query_embedding=query)) == [draft.code, later.code]
+    _embed_as(later, [0.0, 0.0, 1.0])
+    assert codes(experience_search(text=task, query_embedding=query)) == [draft.code]
