@@ -51,6 +51,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -75,6 +76,10 @@ CLOSE_UNAVAILABLE = 4503
 BATCH = 500
 # A channel-layer call that has not answered in this long counts as failed.
 LAYER_TIMEOUT = 3.0
+# Back from degraded, a socket keeps the short poll this long: the other processes' layer
+# connections come back on their first send, which can fail and drop its ring (redis-py
+# reconnects then), so a ring made while they recover may never come.
+RECOVERY_SECONDS = 30.0
 STATUS_TYPE = "watch_status"
 
 
@@ -110,6 +115,7 @@ class TraceWatchConsumer(AsyncJsonWebsocketConsumer):
     pump: asyncio.Task[None] | None = None
     unlisten: Callable[[], None] | None = None
     degraded = False  # the channel layer failed: the pump polls the table
+    recovering_until = 0.0  # monotonic time until which the pump still polls after a recovery
     status_sent = "ok"
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
@@ -176,6 +182,7 @@ class TraceWatchConsumer(AsyncJsonWebsocketConsumer):
         for group in sorted(self.doorbells):
             if not await self._layer("group_add", self.channel_layer.group_add(group, self.channel_name)):
                 return
+        self.recovering_until = time.monotonic() + RECOVERY_SECONDS
         logger.warning("watch of trace %s: channel layer back, following the doorbell", self.trace_id)
 
     async def connect(self) -> None:
@@ -282,7 +289,7 @@ class TraceWatchConsumer(AsyncJsonWebsocketConsumer):
                 continue
             poll = (
                 settings.AGENT_WATCH_DEGRADED_POLL_SECONDS
-                if self.degraded
+                if self.degraded or time.monotonic() < self.recovering_until
                 else settings.AGENT_WATCH_POLL_SECONDS
             )
             with contextlib.suppress(TimeoutError):
