@@ -111,7 +111,12 @@ class Experience(models.Model):
 
     class Meta:
         ordering = ["code"]
-        indexes = [models.Index(fields=["status", "category"], name="memory_exp_status_cat")]
+        indexes = [
+            models.Index(fields=["status", "category"], name="memory_exp_status_cat"),
+            # the fingerprint of a process's matrix of vectors (memory/retrieval/vectors.py)
+            models.Index(fields=["embedded_at"], name="memory_exp_embedded_at"),
+            models.Index(fields=["updated_at"], name="memory_exp_updated_at"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.code}: {self.condition or self.rule}"[:120]

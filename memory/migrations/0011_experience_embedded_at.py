@@ -1,5 +1,6 @@
-"""When an experience's embedding was made: what a process's matrix of vectors watches to
-know it must reload (memory/retrieval/vectors.py); embeddings made before stay unstamped."""
+"""When an experience's embedding was made, and indexes on it and on `updated_at`: what a
+process's matrix of vectors watches to know it must reload (memory/retrieval/vectors.py);
+embeddings made before stay unstamped."""
 
 from __future__ import annotations
 
@@ -14,5 +15,13 @@ class Migration(migrations.Migration):
             model_name="experience",
             name="embedded_at",
             field=models.DateTimeField(blank=True, editable=False, null=True),
+        ),
+        migrations.AddIndex(
+            model_name="experience",
+            index=models.Index(fields=["embedded_at"], name="memory_exp_embedded_at"),
+        ),
+        migrations.AddIndex(
+            model_name="experience",
+            index=models.Index(fields=["updated_at"], name="memory_exp_updated_at"),
         ),
     ]
