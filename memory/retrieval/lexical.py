@@ -225,10 +225,13 @@ def _ranked_sqlite(
     # one row per index hit, (id, intent hit, state hit, word number), summed per id in `c`;
     # the first, rows sharing a word anywhere, only when rule-only matches may be returned
     everything = _fts_query(words) if words else '""'
-    parts = [f"SELECT rowid AS id, 0 AS i, 0 AS s, NULL AS n FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s"]
-    part_params: list[Any] = [everything]
-    if applies_only:
-        parts, part_params = [], []
+    parts: list[str] = []
+    part_params: list[Any] = []
+    if not applies_only:
+        parts.append(
+            f"SELECT rowid AS id, 0 AS i, 0 AS s, NULL AS n FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s"
+        )
+        part_params.append(everything)
     for kind, prefix in (("intent", "i"), ("state", "s")):
         for tag in tags[kind]:
             one, other = ("1", "0") if kind == "intent" else ("0", "1")

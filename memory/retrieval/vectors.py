@@ -10,7 +10,8 @@ beside the lexical ones.
 
 Freshness: each search asks the database for a fingerprint of what the matrix
 holds (how many experiences are approved, the newest `embedded_at` and
-`updated_at`, the highest id: four indexed sub-selects) and reloads when it moved: a new or re-made embedding (memory/retrieval/embeddings.py stamps
+`updated_at`, the highest id: four indexed sub-selects) and reloads when it
+moved: a new or re-made embedding (memory/retrieval/embeddings.py stamps
 `embedded_at`), an approval, a retirement, an edit (which also clears the
 embedding: memory/models.py). A reload reads the vectors once (~50-80 ms at
 8,000); memory is rows x dimensions x 4 bytes (20 MB at 10,000 x 512), per
@@ -81,15 +82,11 @@ def _fingerprint() -> tuple[Any, ...]:
     return tuple(row) if row else ()
 
 
-def _embedded(model: str) -> Any:
-    from django.db.models import Q
-
-    return Q(embedding__isnull=False, embedding_model=model)
-
-
 def _load(model: str, fingerprint: tuple[Any, ...]) -> Matrix:
     rows = (
-        Experience.objects.filter(_embedded(model), status=ExperienceStatus.APPROVED)
+        Experience.objects.filter(
+            status=ExperienceStatus.APPROVED, embedding__isnull=False, embedding_model=model
+        )
         .order_by("pk")
         .values_list("pk", "code", "scope", "embedding")
     )

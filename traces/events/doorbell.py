@@ -175,7 +175,7 @@ class _Sender:
             )
 
 
-_senders = PerProcess(lambda: _Sender())
+_senders = PerProcess(_Sender)
 
 
 def _sender() -> _Sender:

@@ -34,7 +34,7 @@ from django.db import InterfaceError, OperationalError, connections
 from traces.process_local import PerProcess
 
 T = TypeVar("T")
-_Job = tuple[Callable[..., Any], tuple[Any, ...], Future[Any]]
+_Job = tuple[Callable[[], Any], Future[Any]]
 
 
 def _open() -> bool:
@@ -55,9 +55,9 @@ class ReadThreads:
         self.size = size
         self.started = 0
 
-    def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
+    def submit(self, fn: Callable[[], T]) -> Future[T]:
         future: Future[T] = Future()
-        self.jobs.put((fn, args, future))
+        self.jobs.put((fn, future))
         with self.lock:  # threads start as reads come, up to `size`
             if self.started < self.size:
                 self.started += 1
@@ -68,14 +68,14 @@ class ReadThreads:
         while True:
             idle = settings.AGENT_WATCH_READ_IDLE_SECONDS
             try:
-                fn, args, future = self.jobs.get(timeout=idle if idle > 0 and _open() else None)
+                fn, future = self.jobs.get(timeout=idle if idle > 0 and _open() else None)
             except queue.Empty:
                 _close()  # idle: a quiet server holds no connection
                 continue
             if not future.set_running_or_notify_cancel():
                 continue
             try:
-                future.set_result(self._call(fn, args))
+                future.set_result(self._call(fn))
             except Exception as exc:  # handed to the awaiting watcher
                 future.set_exception(exc)
             finally:
@@ -83,15 +83,15 @@ class ReadThreads:
                     _close()
 
     @staticmethod
-    def _call(fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+    def _call(fn: Callable[[], T]) -> T:
         kept = _open()
         try:
-            return fn(*args)
+            return fn()
         except (OperationalError, InterfaceError):
             _close()
             if not kept:
                 raise
-        return fn(*args)  # once more, on a new connection
+        return fn()  # once more, on a new connection
 
 
 _threads = PerProcess(lambda: ReadThreads(settings.AGENT_WATCH_READ_THREADS))

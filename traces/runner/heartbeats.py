@@ -74,7 +74,7 @@ class _Heartbeats:
                     self.active.pop(id(store))  # the lease is lost; the run learns at its next commit
 
 
-_heartbeats = PerProcess(lambda: _Heartbeats())
+_heartbeats = PerProcess(_Heartbeats)
 
 
 def lease_heartbeats() -> _Heartbeats:

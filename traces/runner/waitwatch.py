@@ -103,7 +103,7 @@ class WaitWatch:
             w.seen = True
 
 
-_watch = PerProcess(lambda: WaitWatch())
+_watch = PerProcess(WaitWatch)
 
 
 def wait_watch() -> WaitWatch:
