@@ -15,7 +15,7 @@ import pytest
 from tests.tools.test_browser import allow_private, call, ctx, pytestmark  # noqa: F401  (fixtures, skip)
 from tools import browser as browsers
 from tools.browser import cgroup
-from tools.browser.session import BrowserSession
+from tools.browser.session import BrowserSession, kill_marked
 from traces.runner.tool_api import ToolContext
 
 BIG_BYTES = 50 * 1024 * 1024
@@ -35,6 +35,7 @@ needs_cgroup = pytest.mark.skipif(
 
 
 class LimitSite(BaseHTTPRequestHandler):
+    marker: list[str]
     sent: list[int]
     finished: threading.Event
 
@@ -42,6 +43,10 @@ class LimitSite(BaseHTTPRequestHandler):
         pass
 
     def do_GET(self) -> None:
+        if self.path == "/kill":  # the browser dies while it waits for this page
+            kill_marked(self.marker[0])
+            time.sleep(2)
+            return
         if self.path == "/big":
             self._stream()
             return
@@ -74,10 +79,11 @@ class LimitSite(BaseHTTPRequestHandler):
 def limit_site() -> Iterator[Any]:
     sent = [0]
     finished = threading.Event()
-    handler = type("Handler", (LimitSite,), {"sent": sent, "finished": finished})
+    marker = [""]
+    handler = type("Handler", (LimitSite,), {"sent": sent, "finished": finished, "marker": marker})
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     httpd.url = f"http://127.0.0.1:{httpd.server_address[1]}"  # type: ignore[attr-defined]
-    httpd.sent, httpd.finished = sent, finished  # type: ignore[attr-defined]
+    httpd.sent, httpd.finished, httpd.marker = sent, finished, marker  # type: ignore[attr-defined]
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     yield httpd
     httpd.shutdown()
@@ -150,10 +156,36 @@ def test_a_page_allocating_past_the_memory_limit_crashes_with_a_clear_error(
 
     assert time.monotonic() - started < 20
     assert result.is_error, result.output
-    assert "the page crashed" in result.output and "too much memory" in result.output
+    # the kernel picks what to kill in the cgroup: the hog's renderer, or at times the browser
+    assert "the page crashed" in result.output or "the browser crashed" in result.output, result.output
+    assert "too much memory" in result.output
     assert "256 MB" in result.output
     again = call(ctx, "browser_open", url=f"{limit_site.url}/light")
     assert not again.is_error and "Title: light" in again.output
+
+
+@pytest.mark.usefixtures("allow_private")
+def test_a_browser_killed_under_a_call_fails_it_clearly_and_the_next_call_starts_a_new_one(
+    ctx: ToolContext,  # noqa: F811
+    limit_site: Any,
+) -> None:
+    first = call(ctx, "browser_open", url=f"{limit_site.url}/light")
+    assert not first.is_error, first.output
+    session = browsers.session_for(ctx)
+    limit_site.marker[0] = session.marker
+    old_cgroup = session._cgroup
+
+    result = call(ctx, "browser_open", url=f"{limit_site.url}/kill")
+
+    assert result.is_error
+    assert "the browser crashed: its process was killed" in result.output, result.output
+    assert _marked(session.marker) == []
+    again = call(ctx, "browser_open", url=f"{limit_site.url}/light")
+    assert not again.is_error and "Title: light" in again.output, again.output
+    assert "crashed" not in again.output  # the note was told once, with the failure
+    assert browsers.session_for(ctx) is session and _marked(session.marker) != []
+    if old_cgroup is not None:
+        assert not any(path.exists() for path in old_cgroup.paths)
 
 
 @pytest.mark.usefixtures("allow_private")

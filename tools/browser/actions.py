@@ -62,7 +62,7 @@ async def navigate(session: BrowserSession, url: str) -> PageState:
         await session.page.goto(url, wait_until="domcontentloaded")
     except Exception as exc:
         if "net::ERR_ABORTED" not in str(exc):  # a download answers a navigation this way
-            raise ToolError(f"Could not open {url}: {_failure(session, exc)}") from None
+            raise ToolError(f"Could not open {url}: {await _failure(session, exc)}") from None
     await session.settle(1.0)
     return await page_state(session)
 
@@ -113,7 +113,7 @@ async def act(
         else:
             await getattr(target, action)()
     except Exception as exc:
-        raise ToolError(f"{action} on {described} failed: {_failure(session, exc)}") from None
+        raise ToolError(f"{action} on {described} failed: {await _failure(session, exc)}") from None
     await session.settle(settings.AGENT_BROWSER_ACTION_TIMEOUT)
     state = await page_state(session, element=described)
     if note:
@@ -147,14 +147,16 @@ def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
 
 
-def _failure(session: BrowserSession, exc: BaseException) -> str:
-    """Why an action failed: the page's crash in words (`BrowserSession._on_crash`), else the error.
+async def _failure(session: BrowserSession, exc: BaseException) -> str:
+    """Why an action failed: the page's or browser's crash in words (`BrowserSession._on_crash`,
+    `_on_disconnected`), else the error.
 
     A call on a page that crashed fails with "crashed", or with "has been closed" when
-    the crash handler replaced (closed) the page before the call's own error came back.
+    the crash handler replaced (closed) the page or the whole browser was killed; the
+    event saying so can come just after the call's own error, so it is waited for.
     """
     if "crashed" in str(exc) or "has been closed" in str(exc):
-        note = session.crash_note()
+        note = await session.crash_note()
         if note:
             return note
     return _first_line(exc)

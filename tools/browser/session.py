@@ -10,7 +10,8 @@ Chromium runs headless under bubblewrap (`chromium-sandboxed.sh`; `chromium.sh`
 with AGENT_SANDBOX=off), through setpriv --pdeathsig KILL: it dies with Playwright's
 driver, which exits when this process's pipe to it closes. As root it runs in a
 cgroup of the session's own (`cgroup.py`: memory and task limits), removed on close;
-a renderer the limit kills shows as a crashed page. Its environment is
+a renderer the limit kills shows as a crashed page, and a browser process it kills
+(the kernel picks) as a crashed browser, started anew on the next call. Its environment is
 scrubbed (no secrets of the server), and every request a page makes, websockets
 included, passes `tools.netguard` first. A download is watched while it comes in and
 cancelled once its file passes AGENT_BROWSER_DOWNLOAD_MAX_BYTES.
@@ -50,6 +51,8 @@ MARKER_SWITCH = "--agentsite-browser"  # an unknown switch Chromium ignores: fin
 POLL_SECONDS = 0.2
 NO_NETWORK_SCHEMES = frozenset({"data", "blob", "about"})
 CRASHED = "the page crashed:"  # starts the note `_on_crash` leaves
+BROWSER_CRASHED = "the browser crashed:"  # starts the note `_on_disconnected` leaves
+CRASH_NOTE_WAIT = 2.0  # how long a failed call waits for the crash event that explains it
 
 
 class BrowserEnded(ToolError):
@@ -154,6 +157,8 @@ class BrowserSession:
     # --- on the loop ---------------------------------------------------------------
 
     async def _started(self, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        if self._browser is not None and not self._browser.is_connected():
+            await self._discard()  # killed under us (`_on_disconnected`): a new one below
         if self._browser is None:
             await self._launch()
         if self._replacing is not None:
@@ -188,6 +193,7 @@ class BrowserSession:
             handle_sigterm=False,
             handle_sighup=False,
         )
+        self._browser.on("disconnected", self._on_disconnected)
         saved = pause.take(self.trace_id)  # a paused run's browser, read once
         context = await self._browser.new_context(
             accept_downloads=True,
@@ -216,6 +222,20 @@ class BrowserSession:
             "AGENT_BROWSER_CHROMIUM": settings.AGENT_BROWSER_CHROMIUM,
             "AGENT_BROWSER_SCRATCH": str(self.scratch),
         } | (self._cgroup.environment() if self._cgroup is not None else {})
+
+    async def _discard(self) -> None:
+        """Drop a browser that died under us: its driver, proxy, leftover processes and cgroup."""
+        with contextlib.suppress(Exception):
+            if self._proxy is not None:
+                await self._proxy.close()
+        with contextlib.suppress(Exception):
+            if self._playwright is not None:
+                await asyncio.wait_for(self._playwright.stop(), timeout=1)
+        kill_marked(self.marker)
+        if self._cgroup is not None:
+            self._cgroup.remove()
+        self._browser = self._context = self.page = self._playwright = self._proxy = self._cgroup = None
+        self._replacing = None
 
     async def _shutdown(self) -> None:
         for task in asyncio.all_tasks(self._loop):
@@ -276,26 +296,41 @@ class BrowserSession:
         self.page = page  # a popup the page opened becomes the current page
 
     def _on_crash(self, page: Any) -> None:
-        bound = f" (the browser may use {settings.AGENT_BROWSER_MEMORY_MB} MB)" if self._cgroup else ""
         self.notes.append(
             f"{CRASHED} {page.url[:200]}: its renderer was killed, most likely for using too much "
-            f"memory{bound}; a blank page replaces it"
+            f"memory{self._bound()}; a blank page replaces it"
         )
         if page is self.page:
             self._replacing = self._loop.create_task(self._replace_crashed(page))
+
+    def _on_disconnected(self, browser: Any) -> None:
+        if self._closed or browser is not self._browser:
+            return  # closed by us
+        self.notes.append(
+            f"{BROWSER_CRASHED} its process was killed, most likely for using too much memory"
+            f"{self._bound()}; the next call starts a new browser, without the open pages or their cookies"
+        )
+
+    def _bound(self) -> str:
+        return f" (the browser may use {settings.AGENT_BROWSER_MEMORY_MB} MB)" if self._cgroup else ""
 
     async def _replace_crashed(self, page: Any) -> None:
         await self._context.new_page()  # becomes the current page (`_on_page`)
         with contextlib.suppress(Exception):
             await page.close()
 
-    def crash_note(self) -> str | None:
-        """Take the note of a page that crashed since the last result, if any."""
-        for note in self.notes:
-            if note.startswith(CRASHED):
-                self.notes.remove(note)
-                return note
-        return None
+    async def crash_note(self, wait: float = CRASH_NOTE_WAIT) -> str | None:
+        """Take the note of a page or browser that crashed since the last result, if any,
+        waiting up to `wait` s for it: a call's own error can come back before the event."""
+        deadline = time.monotonic() + wait
+        while True:
+            for note in self.notes:
+                if note.startswith((CRASHED, BROWSER_CRASHED)):
+                    self.notes.remove(note)
+                    return note
+            if time.monotonic() >= deadline:
+                return None
+            await asyncio.sleep(0.05)
 
     def _track(self, coro: Coroutine[Any, Any, None]) -> None:
         task = self._loop.create_task(coro)
