@@ -3,6 +3,7 @@
     python bench/retrieval.py                 # SQLite and a throwaway PostgreSQL
     python bench/retrieval.py --db sqlite     # one database
     python bench/retrieval.py --size 10000 --repeats 5
+    python bench/retrieval.py --db pgvector   # PostgreSQL 16 + pgvector (pip's pgserver)
 
 Quality. `bench/data/retrieval_set.json` ("easy": 60 approved experiences, 20
 tasks, each with the 3 experiences written for it, tags spelled alike) and
@@ -93,6 +94,9 @@ def _worker(args: argparse.Namespace) -> None:
     from memory.retrieval import experience_search
 
     call_command("migrate", verbosity=0)
+    if os.environ.get("BENCH_PGVECTOR"):
+        with connection.cursor() as cursor:
+            cursor.execute("CREATE EXTENSION IF NOT EXISTS vector")  # memory/retrieval/pgvector.py
     sets = {name: json.loads(path.read_text(encoding="utf-8")) for name, path in SETS.items()}
     vendor = connection.vendor
 
@@ -172,7 +176,7 @@ def _worker(args: argparse.Namespace) -> None:
     print(
         json.dumps(
             {
-                "vendor": vendor,
+                "vendor": vendor + (" + pgvector" if os.environ.get("BENCH_PGVECTOR") else ""),
                 "quality": rows,
                 "total": total,
                 "median_ms": statistics.median(timings),
@@ -218,7 +222,9 @@ def _add_distractors(Experience: Any, ExperienceStatus: Any, labeled: list[Any],
     Experience.objects.bulk_create(batch)
 
 
-def _run(kind: str, args: argparse.Namespace, url: str | None = None) -> dict[str, Any]:
+def _run(
+    kind: str, args: argparse.Namespace, url: str | None = None, pgvector: bool = False
+) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "SQLITE_PATH")}
     env.update(
         DJANGO_SETTINGS_MODULE="agentsite.settings",
@@ -227,6 +233,8 @@ def _run(kind: str, args: argparse.Namespace, url: str | None = None) -> dict[st
     )
     if url:
         env["DATABASE_URL"] = url
+    if pgvector:
+        env["BENCH_PGVECTOR"] = "1"
     else:
         env["SQLITE_PATH"] = str(Path(tempfile.mkdtemp(prefix="bench-retrieval-")) / "bench.sqlite3")
     command = [sys.executable, __file__, "--worker", "--size", str(args.size), "--repeats", str(args.repeats)]
@@ -258,7 +266,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--db", choices=["sqlite", "postgresql", "both"], default="both")
+    parser.add_argument(
+        "--db",
+        choices=["sqlite", "postgresql", "both", "pgvector"],
+        default="both",
+        help="pgvector: PostgreSQL 16 with the extension, from pip's pgserver (requirements-dev.txt)",
+    )
     parser.add_argument("--size", type=int, default=10_000, help="experiences in the latency run")
     parser.add_argument("--repeats", type=int, default=5, help="timed passes over the 20 tasks")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -275,6 +288,15 @@ def main() -> None:
 
         with start() as pg:
             _print(_run("postgresql", args, pg.url))
+    if args.db == "pgvector":
+        import pgserver
+
+        sys.path.insert(0, str(ROOT / "scripts"))
+        from throwaway_pg import start
+
+        os.environ["PG_BINDIR"] = str(Path(pgserver.__file__).parent / "pginstall" / "bin")
+        with start() as pg:
+            _print(_run("postgresql", args, pg.url, pgvector=True))
 
 
 if __name__ == "__main__":

@@ -235,6 +235,27 @@ class ThrowawayPG:
         self.stop()
 
 
+def _reachable(bindir: Path, user: str) -> bool:
+    """Whether `user` can run the server binaries where they are."""
+    check = ["runuser", "-u", user, "--", "test", "-x", str(bindir / "postgres")]
+    return subprocess.run(check, capture_output=True, check=False).returncode == 0
+
+
+def _copy_install(bindir: Path, root: Path) -> Path:
+    """A copy of a relocatable install in a folder the server user cannot enter (pip's
+    pgserver in a checkout under a private temporary folder), inside the server's
+    folder: its bin/ lib/ share/, and the wheel's `<package>.libs` that the binaries'
+    rpath ($ORIGIN/../../../<package>.libs) names, at the same relative places."""
+    install, package = bindir.parent, bindir.parent.parent
+    site = root / "site"
+    shutil.copytree(install, site / package.name / install.name, symlinks=True)
+    for libs in package.parent.glob(f"{package.name}.libs"):
+        shutil.copytree(libs, site / libs.name, symlinks=True)
+    for folder in (site, site / package.name):
+        os.chmod(folder, 0o755)
+    return site / package.name / install.name / bindir.name
+
+
 def start(*, dbname: str = DEFAULT_DBNAME, attempts: int = 3) -> ThrowawayPG:
     """Start a fresh server on a free loopback port with an empty database `dbname`."""
     bindir = find_bindir()
@@ -248,6 +269,8 @@ def start(*, dbname: str = DEFAULT_DBNAME, attempts: int = 3) -> ThrowawayPG:
     if run_as:
         entry = pwd.getpwnam(run_as)
         os.chown(root, entry.pw_uid, entry.pw_gid)
+    if run_as and not _reachable(bindir, run_as):
+        bindir = _copy_install(bindir, root)
     pg = ThrowawayPG(bindir=bindir, root=root, run_as=run_as, dbname=dbname)
     atexit.register(pg.stop)
     try:

@@ -5,7 +5,9 @@
 - `search.py`: `experience_search`, the weights, the relevance floor, scope, the "why";
 - `task.py`: a new trace's tagging, `retrieve_for_task`, the prompt block;
 - `embeddings.py`: optional embeddings (AGENT_EMBEDDING_MODEL), computed in batches and stored;
-- `fusion.py`: reciprocal rank fusion of the lexical order and the embedding order.
+- `fusion.py`: reciprocal rank fusion of the lexical order and the embedding order;
+- `vectors.py`: the approved embeddings as one matrix per process, ranked at once;
+- `pgvector.py`: the same ranks computed by PostgreSQL where the pgvector extension is installed.
 """
 
 from __future__ import annotations

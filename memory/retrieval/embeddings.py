@@ -29,6 +29,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from memory.models import Experience, ExperienceStatus
+from memory.retrieval import pgvector
 from traces.llm import LLMError, ModelSettings, embed, embedding_model
 
 logger = logging.getLogger(__name__)
@@ -127,6 +128,7 @@ def _embed_batch(chunk: list[Experience], model: ModelSettings) -> bool:
         experience.embedded_at = now  # what a process's matrix of vectors watches (vectors.py)
     # bulk_update, not save(): neither updated_at nor the text indexes change
     Experience.objects.bulk_update(chunk, ["embedding", "embedding_model", "embedded_at"])
+    pgvector.store((experience, unit(vector)) for experience, vector in zip(chunk, vectors, strict=True))
     return True
 
 

@@ -15,7 +15,9 @@ moved: a new or re-made embedding (memory/retrieval/embeddings.py stamps
 `embedded_at`), an approval, a retirement, an edit (which also clears the
 embedding: memory/models.py). A reload reads the vectors once (~50-80 ms at
 8,000); memory is rows x dimensions x 4 bytes (20 MB at 10,000 x 512), per
-process that retrieves (workers, daphne for the API).
+process that retrieves (workers, daphne for the API). On PostgreSQL with the
+pgvector extension installed the database compares the vectors instead
+(memory/retrieval/pgvector.py) and no process holds a matrix.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import numpy as np
 from django.db import connection
 
 from memory.models import Experience, ExperienceStatus
+from memory.retrieval import pgvector
 from memory.retrieval.embeddings import unpack
 from traces.process_local import PerProcess
 
@@ -144,10 +147,16 @@ def ranks(
     top: int,
 ) -> dict[int, tuple[int, float]]:
     """pk -> (embedding rank, cosine) over every approved experience embedded by `model` in
-    `scopes` (and `codes`): the best `top` and the `wanted` ones (Matrix.ranks)."""
+    `scopes` (and `codes`): the best `top` and the `wanted` ones (Matrix.ranks; on
+    PostgreSQL with the pgvector extension, `pgvector.ranks`)."""
     vector = np.asarray(query, dtype=np.float32)
     norm = float(np.linalg.norm(vector))
     if not norm:
         return {}
+    if pgvector.enabled():  # the database compares them: no matrix in this process
+        unit = (vector / norm).tolist()
+        return pgvector.ranks(
+            unit, model=model, scopes=scopes, codes=codes, wanted=wanted, top=top, fingerprint=_fingerprint()
+        )
     matrix = _index.get().current(model)
     return matrix.ranks(vector / norm, scopes=scopes, codes=codes, wanted=wanted, top=top)

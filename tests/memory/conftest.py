@@ -39,3 +39,12 @@ def skills_dirs(tmp_path: Any, settings: Any) -> Any:
     settings.AGENT_SKILLS_DIRS = [project]
     settings.AGENT_USER_SKILLS_DIR = user
     return project, user
+
+
+@pytest.fixture
+def embedder(llm: Any, settings: Any) -> Any:
+    """AGENT_EMBEDDING_MODEL pointed at the scripted server's "embedder" queue."""
+    settings.AGENT_EMBEDDING_MODEL = "openai/embedder"
+    settings.AGENT_EMBEDDING_API_BASE = llm.url
+    settings.AGENT_EMBEDDING_API_KEY = "sk-test-not-a-secret"
+    return llm

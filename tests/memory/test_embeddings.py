@@ -18,16 +18,8 @@ from tests.scripted_llm import Reply
 
 pytestmark = pytest.mark.django_db
 
-MODEL = "embedder"  # the scripted server's queue for "openai/embedder"
+MODEL = "embedder"  # the scripted server's queue for "openai/embedder" (the `embedder` fixture)
 TRANSIENT = Reply(status=503, error="overloaded", headers={"retry-after": "0"})
-
-
-@pytest.fixture
-def embedder(llm: Any, settings: Any) -> Any:
-    settings.AGENT_EMBEDDING_MODEL = f"openai/{MODEL}"
-    settings.AGENT_EMBEDDING_API_BASE = llm.url
-    settings.AGENT_EMBEDDING_API_KEY = "sk-test-not-a-secret"
-    return llm
 
 
 def calls(llm: Any) -> list[Any]:
