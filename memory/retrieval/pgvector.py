@@ -24,6 +24,7 @@ not give.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -34,6 +35,8 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models.expressions import RawSQL
 
 from memory.models import Experience, ExperienceStatus
+
+logger = logging.getLogger(__name__)
 
 TABLE = "memory_experience_vector"
 CHECK_SECONDS = 60.0  # how long whether the extension is installed is believed
@@ -64,6 +67,14 @@ def enabled() -> bool:
     with _lock:
         _checked[key] = (installed, now)
     return installed
+
+
+def unusable(exc: BaseException) -> None:
+    """The table could not be made or read (no CREATE right on the schema, a table of that
+    name made by someone else): say so, and use the matrix for the next minute."""
+    logger.warning("pgvector unusable, ranking embeddings in this process instead: %s", exc)
+    with _lock:
+        _checked[_database()] = (False, time.monotonic())
 
 
 def forget() -> None:
@@ -99,14 +110,26 @@ def _ensure_table() -> None:
         pass
 
 
-def store(experiences: Iterable[tuple[Experience, Sequence[float]]]) -> None:
-    """Copy freshly made embeddings (unit vectors) into the table; nothing where unused."""
-    rows = [
+def _rows(experiences: Iterable[tuple[Experience, Sequence[float]]]) -> list[tuple[Any, ...]]:
+    return [
         (e.pk, e.embedding_model, e.embedded_at, e.scope, e.code, len(vector), literal(vector))
         for e, vector in experiences
     ]
+
+
+def store(experiences: Iterable[tuple[Experience, Sequence[float]]]) -> None:
+    """Copy freshly made embeddings (unit vectors) into the table; nothing where unused."""
+    rows = _rows(experiences)
     if not rows or not enabled():
         return
+    try:
+        with transaction.atomic():  # a failure leaves the caller's transaction usable
+            _write(rows)
+    except DatabaseError as exc:  # the copy is derived: `sync` makes it up later
+        unusable(exc)
+
+
+def _write(rows: list[tuple[Any, ...]]) -> None:
     _ensure_table()
     with connection.cursor() as cursor:
         cursor.executemany(
@@ -146,9 +169,10 @@ def sync(model: str) -> int:
         if vector:
             batch.append((experience, vector))
         if len(batch) == 1000:
-            store(batch)
+            _write(_rows(batch))
             copied, batch = copied + len(batch), []
-    store(batch)
+    if batch:
+        _write(_rows(batch))
     return copied + len(batch)
 
 
@@ -170,10 +194,25 @@ def ranks(
     key = (*_database(), model)
     with _lock:
         current = _synced.get(key) == fingerprint
+    with transaction.atomic():  # a DatabaseError (see `unusable`) leaves the caller's transaction usable
+        if not current:
+            sync(model)
+        found = _ranks(query, model=model, scopes=scopes, codes=codes, wanted=wanted, top=top)
     if not current:
-        sync(model)
         with _lock:
             _synced[key] = fingerprint
+    return found
+
+
+def _ranks(
+    query: Sequence[float],
+    *,
+    model: str,
+    scopes: list[str],
+    codes: list[str] | None,
+    wanted: set[int],
+    top: int,
+) -> dict[int, tuple[int, float]]:
     where_codes = " AND code = ANY(%s)" if codes is not None else ""
     with connection.cursor() as cursor:
         cursor.execute(

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from django.db import connection
+from django.db import DatabaseError, connection
 
 from memory.models import Experience, ExperienceStatus
 from memory.retrieval import pgvector
@@ -155,8 +155,17 @@ def ranks(
         return {}
     if pgvector.enabled():  # the database compares them: no matrix in this process
         unit = (vector / norm).tolist()
-        return pgvector.ranks(
-            unit, model=model, scopes=scopes, codes=codes, wanted=wanted, top=top, fingerprint=_fingerprint()
-        )
+        try:
+            return pgvector.ranks(
+                unit,
+                model=model,
+                scopes=scopes,
+                codes=codes,
+                wanted=wanted,
+                top=top,
+                fingerprint=_fingerprint(),
+            )
+        except DatabaseError as exc:
+            pgvector.unusable(exc)
     matrix = _index.get().current(model)
     return matrix.ranks(vector / norm, scopes=scopes, codes=codes, wanted=wanted, top=top)

@@ -142,3 +142,22 @@ def test_a_scope_change_is_seen_by_the_next_search(embedder, make_experience):
 
     assert experience_search(text=task, query_embedding=query, user_id=8) == []
     assert codes(experience_search(text=task, query_embedding=query, user_id=7)) == [lesson.code]
+
+
+def test_a_table_it_cannot_use_falls_back_to_the_matrix_with_a_warning(embedder, make_experience, caplog):
+    with connection.cursor() as cursor:  # someone else's table of that name
+        cursor.execute(f"CREATE TABLE {pgvector.TABLE} (experience_id bigint PRIMARY KEY, note text)")
+    lesson = make_experience(rule="Split the batch.", condition="the batch is slow")
+    _embed_as(lesson, [1.0, 0.0, 0.0])
+    task, query = "Make the overnight export finish sooner", [1.0, 0.0, 0.0]
+    pgvector.forget()  # the embedding's own copy failed and said so; the search tries again
+    caplog.clear()
+
+    with caplog.at_level("WARNING", logger="memory.retrieval.pgvector"):
+        found = experience_search(text=task, query_embedding=query)
+
+    assert codes(found) == [lesson.code]  # ranked by this process's matrix
+    assert vectors._index.get().matrix is not None
+    assert "pgvector unusable" in caplog.text and "does not exist" in caplog.text
+    assert Experience.objects.filter(pk=lesson.pk).exists()  # the caller's transaction goes on
+    assert not pgvector.enabled()  # for the next minute
