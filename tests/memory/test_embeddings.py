@@ -260,3 +260,23 @@ def test_the_library_matrix_follows_approvals_and_new_embeddings(embedder, make_
     assert codes(experience_search(text=task, query_embedding=query)) == [draft.code, later.code]
     _embed_as(later, [0.0, 0.0, 1.0])
     assert codes(experience_search(text=task, query_embedding=query)) == [draft.code]
+
+
+def test_a_search_beyond_approved_compares_the_lexical_candidates_vectors_only(embedder, make_experience):
+    from memory.models import ExperienceStatus
+
+    draft = make_experience(
+        rule="Split the batch.", condition="the batch export is slow", status=ExperienceStatus.DRAFT
+    )
+    unrelated_words = make_experience(rule="Profile first.", condition="a report crawls")
+    _embed_as(draft, [1.0, 0.0, 0.0])
+    _embed_as(unrelated_words, [1.0, 0.05, 0.0])  # as close, but sharing no word with the task
+    task, query = "the batch export is slow", [1.0, 0.0, 0.0]
+    everything = (ExperienceStatus.DRAFT, ExperienceStatus.APPROVED)
+
+    found = experience_search(text=task, query_embedding=query, statuses=everything, explain=True)
+
+    assert codes(found) == [draft.code]  # the library's matrix is for approved searches only
+    assert found[0].fusion is not None and found[0].fusion["embedding_rank"] == 1
+    assert found[0].fusion["cosine"] > 0.99
+    assert codes(experience_search(text=task, query_embedding=query)) == [unrelated_words.code]
