@@ -42,7 +42,8 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: N
 
 @pytest.fixture(scope="session", autouse=True)
 def _end_other_sessions_before_teardown(django_db_setup: Any, django_db_blocker: Any) -> Iterator[None]:
-    """End the test database's other PostgreSQL sessions before it is dropped.
+    """Stop the sweeper thread and end the test database's other PostgreSQL sessions before
+    it is dropped.
 
     Threads that ran ORM code keep their persistent connections (CONN_MAX_AGE):
     the Channels consumers' sync threads, runs started in a test's own thread.
@@ -50,6 +51,9 @@ def _end_other_sessions_before_teardown(django_db_setup: Any, django_db_blocker:
     the test database from being dropped.
     """
     yield
+    from traces import sweeper
+
+    sweeper.stop()  # a run task started it; its next cycle would meet a dropped database
     if connection.vendor != "postgresql":
         return
     with django_db_blocker.unblock(), connection.cursor() as cursor:
