@@ -121,12 +121,18 @@ class _Sender:
     SEND_TIMEOUT, at most MAX_IN_FLIGHT sends wait at once (further rings are
     dropped while they do: the watchers poll the table meanwhile), failures are
     logged once per LOG_EVERY seconds, and redis-py reconnects on the first send
-    after Redis is back.
+    after Redis is back. A ring whose send failed is owed: the newest per group
+    (a ring says "read up to N", so it covers the older ones) is sent again every
+    RETRY_SECONDS until one gets through, so a send that timed out under load, or
+    the last ring of a run made during an outage, still reaches the watchers that
+    wait on the doorbell alone. At most MAX_OWED groups are owed.
     """
 
     SEND_TIMEOUT = 2.0
     MAX_IN_FLIGHT = 1000
     LOG_EVERY = 30.0
+    RETRY_SECONDS = 1.0
+    MAX_OWED = 10_000
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
@@ -134,6 +140,8 @@ class _Sender:
         self.in_flight = 0
         self.dropped = 0
         self.failing_since: float | None = None
+        self.owed: dict[str, dict[str, Any]] = {}  # group -> newest failed ring (the loop's own)
+        self._retrying: asyncio.Task[None] | None = None
         self._logged_at = 0.0
         self._lock = threading.Lock()
         thread = threading.Thread(target=self.loop.run_forever, name="doorbell", daemon=True)
@@ -149,20 +157,47 @@ class _Sender:
 
     async def _send(self, group: str, message: dict[str, Any]) -> None:
         try:
-            await asyncio.wait_for(self.layer.group_send(group, message), timeout=self.SEND_TIMEOUT)
-        except Exception as exc:
-            self._failed(exc)
-        else:
-            if self.failing_since is not None:
-                logger.warning(
-                    "doorbell delivered again after %.1f s of failures (%d rings dropped)",
-                    time.monotonic() - self.failing_since,
-                    self.dropped,
-                )
-                self.failing_since, self.dropped = None, 0
+            await self._deliver(group, message)
         finally:
             with self._lock:
                 self.in_flight -= 1
+
+    async def _deliver(self, group: str, message: dict[str, Any]) -> bool:
+        try:
+            await asyncio.wait_for(self.layer.group_send(group, message), timeout=self.SEND_TIMEOUT)
+        except Exception as exc:
+            self._failed(exc)
+            self._owe(group, message)
+            return False
+        if self.failing_since is not None:
+            logger.warning(
+                "doorbell delivered again after %.1f s of failures (%d rings dropped, %d owed)",
+                time.monotonic() - self.failing_since,
+                self.dropped,
+                len(self.owed),
+            )
+            self.failing_since, self.dropped = None, 0
+        return True
+
+    def _owe(self, group: str, message: dict[str, Any]) -> None:
+        owed = self.owed.get(group)
+        if owed is None and len(self.owed) >= self.MAX_OWED:
+            self.dropped += 1
+            return
+        if owed is None or message.get("last_event_id", 0) >= owed.get("last_event_id", 0):
+            self.owed[group] = message
+        if self._retrying is None or self._retrying.done():
+            self._retrying = self.loop.create_task(self._retry())
+
+    async def _retry(self) -> None:
+        """Send the owed rings again, once a RETRY_SECONDS, until none is owed; a round stops
+        at its first failure (Redis still down: one attempt, not one per group)."""
+        while self.owed:
+            await asyncio.sleep(self.RETRY_SECONDS)
+            for group in list(self.owed):
+                message = self.owed.pop(group, None)
+                if message is not None and not await self._deliver(group, message):
+                    break  # owed again by `_deliver`
 
     def _failed(self, exc: BaseException) -> None:
         now = time.monotonic()
@@ -171,7 +206,9 @@ class _Sender:
         if now - self._logged_at >= self.LOG_EVERY:
             self._logged_at = now
             logger.warning(
-                "doorbell not delivered (watchers fall back to polling): %s: %s", type(exc).__name__, exc
+                "doorbell not delivered (owed, sent again; watchers also poll): %s: %s",
+                type(exc).__name__,
+                exc,
             )
 
 
