@@ -119,18 +119,21 @@ def _rows(experiences: Iterable[tuple[Experience, Sequence[float]]]) -> list[tup
 
 def store(experiences: Iterable[tuple[Experience, Sequence[float]]]) -> None:
     """Copy freshly made embeddings (unit vectors) into the table; nothing where unused."""
+    if not enabled():
+        return  # nothing formatted where the copy is not used (SQLite, no extension)
     rows = _rows(experiences)
-    if not rows or not enabled():
+    if not rows:
         return
     try:
         with transaction.atomic():  # a failure leaves the caller's transaction usable
+            _ensure_table()
             _write(rows)
     except DatabaseError as exc:  # the copy is derived: `sync` makes it up later
         unusable(exc)
 
 
 def _write(rows: list[tuple[Any, ...]]) -> None:
-    _ensure_table()
+    """Upsert rows of `_rows` (the table exists: `_ensure_table`)."""
     with connection.cursor() as cursor:
         cursor.executemany(
             f"INSERT INTO {TABLE} (experience_id, model, embedded_at, scope, code, dims, v)"
@@ -194,27 +197,11 @@ def ranks(
     key = (*_database(), model)
     with _lock:
         current = _synced.get(key) == fingerprint
-    with transaction.atomic():  # a DatabaseError (see `unusable`) leaves the caller's transaction usable
+    where_codes = " AND code = ANY(%s)" if codes is not None else ""
+    # a DatabaseError (see `unusable`) leaves the caller's transaction usable
+    with transaction.atomic(), connection.cursor() as cursor:
         if not current:
             sync(model)
-        found = _ranks(query, model=model, scopes=scopes, codes=codes, wanted=wanted, top=top)
-    if not current:
-        with _lock:
-            _synced[key] = fingerprint
-    return found
-
-
-def _ranks(
-    query: Sequence[float],
-    *,
-    model: str,
-    scopes: list[str],
-    codes: list[str] | None,
-    wanted: set[int],
-    top: int,
-) -> dict[int, tuple[int, float]]:
-    where_codes = " AND code = ANY(%s)" if codes is not None else ""
-    with connection.cursor() as cursor:
         cursor.execute(
             # the CASE: `<=>` raises on another size, and the planner may test `dist < 1` first;
             # `dims`, not vector_dims(v), which reads (and may decompress) the vector once more;
@@ -235,4 +222,8 @@ def _ranks(
                 sorted(wanted),
             ],
         )
-        return {int(pk): (int(rank), float(cosine)) for pk, rank, cosine in cursor.fetchall()}
+        found = {int(pk): (int(rank), float(cosine)) for pk, rank, cosine in cursor.fetchall()}
+    if not current:
+        with _lock:
+            _synced[key] = fingerprint
+    return found

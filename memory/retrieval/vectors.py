@@ -153,11 +153,11 @@ def ranks(
     norm = float(np.linalg.norm(vector))
     if not norm:
         return {}
+    unit = vector / norm
     if pgvector.enabled():  # the database compares them: no matrix in this process
-        unit = (vector / norm).tolist()
         try:
             return pgvector.ranks(
-                unit,
+                unit.tolist(),
                 model=model,
                 scopes=scopes,
                 codes=codes,
@@ -168,4 +168,4 @@ def ranks(
         except DatabaseError as exc:
             pgvector.unusable(exc)
     matrix = _index.get().current(model)
-    return matrix.ranks(vector / norm, scopes=scopes, codes=codes, wanted=wanted, top=top)
+    return matrix.ranks(unit, scopes=scopes, codes=codes, wanted=wanted, top=top)

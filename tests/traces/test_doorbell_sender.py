@@ -9,6 +9,7 @@ group membership survives and only the ring itself is at stake.
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import signal
 import subprocess
@@ -85,8 +86,6 @@ def test_a_ring_sent_while_redis_is_down_is_delivered_once_it_is_back(redis: Red
 
 def _received(layer: RedisChannelLayer, channel: str, timeout: float = 15.0) -> dict[str, Any]:
     async def receive() -> dict[str, Any]:
-        import asyncio
-
         deadline = time.monotonic() + timeout
         while True:
             try:

@@ -226,11 +226,7 @@ class BrowserSession:
     async def _discard(self) -> None:
         """Drop a browser that died under us: its driver, proxy, leftover processes and cgroup."""
         with contextlib.suppress(Exception):
-            if self._proxy is not None:
-                await self._proxy.close()
-        with contextlib.suppress(Exception):
-            if self._playwright is not None:
-                await asyncio.wait_for(self._playwright.stop(), timeout=1)
+            await self._stop_driver()
         kill_marked(self.marker)
         if self._cgroup is not None:
             self._cgroup.remove()
@@ -245,8 +241,14 @@ class BrowserSession:
             if self._browser is not None:
                 await asyncio.wait_for(self._browser.close(), timeout=2)
         finally:
+            await self._stop_driver()
+
+    async def _stop_driver(self) -> None:
+        """Close the guard proxy and stop Playwright's driver (`_shutdown`, `_discard`)."""
+        try:
             if self._proxy is not None:
                 await self._proxy.close()
+        finally:
             if self._playwright is not None:
                 await asyncio.wait_for(self._playwright.stop(), timeout=1)
 
