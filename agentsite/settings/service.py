@@ -46,11 +46,18 @@ SPECTACULAR_SETTINGS = {
     },
 }
 
+# channels_redis keeps one Redis list per web server process for all its sockets and
+# drops a group message when that list is full (`capacity`, 100 by default; it logs at
+# INFO only). A doorbell ring is ~100 bytes and a burst of runs rings a busy process's
+# sockets hundreds of times before its receive loop catches up: a dropped last ring
+# leaves a socket waiting for its poll.
+AGENT_CHANNEL_CAPACITY = env_int("AGENT_CHANNEL_CAPACITY", 10_000, minimum=100)
+REDIS_CHANNEL_LAYER_OPTIONS: dict[str, Any] = {"capacity": AGENT_CHANNEL_CAPACITY}
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL]},
+            "CONFIG": {"hosts": [REDIS_URL], **REDIS_CHANNEL_LAYER_OPTIONS},
         }
     }
 else:

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from asgiref.sync import async_to_sync
 from channels_redis.core import RedisChannelLayer
+from django.conf import settings
 
 from tests.e2e.stack import REDIS_SERVER, free_port, wait_for_port
 from traces.events.doorbell import _Sender
@@ -82,6 +83,27 @@ def test_a_ring_sent_while_redis_is_down_is_delivered_once_it_is_back(redis: Red
     message = _received(watcher, channel)
     assert message["last_event_id"] == 7 and message["trace_id"] == "t1"
     _wait(lambda: not sender.owed)
+
+
+def test_a_burst_of_rings_to_one_web_server_loses_none(redis: Redis) -> None:
+    """channels_redis keeps one list per process for all its sockets and drops group
+    messages over its capacity (100 by default): the service's layer options hold a burst
+    of 300 rings to 300 sockets of one process that has not read any yet."""
+    options = settings.REDIS_CHANNEL_LAYER_OPTIONS
+    web = RedisChannelLayer(hosts=[redis.url], **options)  # one web server process
+    worker = RedisChannelLayer(hosts=[redis.url], **options)
+
+    async def burst() -> list[int]:
+        channels = [await web.new_channel() for _ in range(300)]
+        for n, channel in enumerate(channels):
+            await web.group_add(f"trace.t{n}", channel)
+        for n in range(len(channels)):
+            await worker.group_send(
+                f"trace.t{n}", {"type": "trace.doorbell", "trace_id": f"t{n}", "last_event_id": n}
+            )
+        return [(await asyncio.wait_for(web.receive(c), timeout=10))["last_event_id"] for c in channels]
+
+    assert async_to_sync(burst)() == list(range(300))
 
 
 def _received(layer: RedisChannelLayer, channel: str, timeout: float = 15.0) -> dict[str, Any]:

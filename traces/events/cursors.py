@@ -198,7 +198,11 @@ class WatchCursors:
         self.cursors[event["trace_id"]] = event["event_id"]
 
     def rings(self, trace_id: str, last_event_id: int) -> bool:
-        """Whether a doorbell for `trace_id` up to `last_event_id` has something for us."""
+        """Whether a doorbell for `trace_id` up to `last_event_id` has something for us.
+        Before the first read of the heads has answered, any ring does: that read may have
+        seen the trace before the commit that rang."""
+        if not self.streamed:
+            return True
         return trace_id in self.streamed and last_event_id > self.cursor(trace_id)
 
     @staticmethod
