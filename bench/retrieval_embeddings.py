@@ -15,10 +15,28 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = "openai/bench-embedder"
+MINILM_MODEL = "openai/all-MiniLM-L6-v2"
+
+
+class _External:
+    """An endpoint started by the parent process (bench/embedding_server.py): nothing to stop."""
+
+    def stop(self) -> None:
+        pass
 
 
 def start_endpoint() -> Any:
-    """Start the scripted server and point AGENT_EMBEDDING_* at it (before django.setup())."""
+    """Point AGENT_EMBEDDING_* at the endpoint (before django.setup()): the real model's
+    server when the parent started one (BENCH_EMBEDDER_URL), else the scripted server,
+    started here."""
+    url = os.environ.get("BENCH_EMBEDDER_URL")
+    if url:
+        os.environ.update(
+            AGENT_EMBEDDING_MODEL=MINILM_MODEL,
+            AGENT_EMBEDDING_API_BASE=url,
+            AGENT_EMBEDDING_API_KEY="sk-bench",
+        )
+        return _External()
     from tests.scripted_llm import ScriptedLLM
 
     server = ScriptedLLM().start()
