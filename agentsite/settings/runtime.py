@@ -97,6 +97,8 @@ AGENT_EMBEDDING_API_KEY = env_str("AGENT_EMBEDDING_API_KEY") or AGENT_API_KEY
 # tag or word (memory/retrieval/fusion.py)
 AGENT_EMBEDDING_BATCH = env_int("AGENT_EMBEDDING_BATCH", 64, minimum=1)
 AGENT_EMBEDDING_MIN_COSINE = env_float("AGENT_EMBEDDING_MIN_COSINE", 0.5, minimum=0.0)
+# how much the embedding order counts in fusion against the lexical order's 1
+AGENT_EMBEDDING_WEIGHT = env_float("AGENT_EMBEDDING_WEIGHT", 2.0, minimum=0.0)
 # rank embeddings in PostgreSQL when its pgvector extension is installed (memory/retrieval/pgvector.py)
 AGENT_EMBEDDING_PGVECTOR = env_bool("AGENT_EMBEDDING_PGVECTOR", True)
 AGENT_SKILLS_DIRS = [

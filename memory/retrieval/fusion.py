@@ -1,13 +1,17 @@
 """Reciprocal rank fusion of the lexical order and the embedding order (M4).
 
-    fused(e) = 1 / (RRF_K + lexical rank of e) + 1 / (RRF_K + embedding rank of e)
+    fused(e) = 1 / (RRF_K + lexical rank of e) + W / (RRF_K + embedding rank of e)
 
 (a missing rank adds nothing). RRF (Cormack, Clarke & Buettcher, SIGIR 2009)
 fuses ranks, not scores, so the lexical score's scale (tag weights, bm25 or
 ts_rank_cd) and the cosine's (which depends on the embedding model) never need
 calibrating against each other; RRF_K = 60 is the paper's constant: it keeps the
 top few of either order close, so an experience both orders place well beats
-one that only one order places first.
+one that only one order places first. W (AGENT_EMBEDDING_WEIGHT, 2) weighs the
+embedding order, as weighted RRF does: the lexical order cannot see a paraphrase,
+and with equal weights a real model's paraphrase matches lost to lessons that only
+share words (bench/retrieval.py --embedder minilm: fused 0.58 against the embeddings'
+own 0.78 on the paraphrased set; 0.78 at W = 2).
 
 Candidates: the rows the lexical query returned (memory/retrieval/lexical.py:
 ranked, widened from 50 to EMBEDDING_POOL rows when fusing): the best of everything
@@ -73,6 +77,7 @@ def fuse(
     result's `fusion` records its lexical rank, embedding rank, cosine and fused score.
     """
     min_cosine = settings.AGENT_EMBEDDING_MIN_COSINE
+    weight = settings.AGENT_EMBEDDING_WEIGHT
     relevant = sorted((s for s in lexical if s.relevance >= floor), key=lexical_order)
     lexical_rank = {s.experience.pk: rank for rank, s in enumerate(relevant, 1)}
     pks = [s.experience.pk for s in lexical] + extra
@@ -97,7 +102,8 @@ def fuse(
     eligible = set(lexical_rank) | {pk for pk, c in cosines.items() if c >= min_cosine}
 
     def fused(pk: int) -> float:
-        return sum(1 / (RRF_K + ranks[pk]) for ranks in (lexical_rank, embedding_rank) if pk in ranks)
+        score = 1 / (RRF_K + lexical_rank[pk]) if pk in lexical_rank else 0.0
+        return score + (weight / (RRF_K + embedding_rank[pk]) if pk in embedding_rank else 0.0)
 
     by_pk = {s.experience.pk: s for s in lexical}
     position = {pk: i for i, pk in enumerate(pks)}  # ties: the lexical order
@@ -114,6 +120,7 @@ def fuse(
             "cosine": round(cosines.get(pk, 0.0), 3),
             "fused": round(fused(pk), 5),
             "rrf_k": RRF_K,
+            "embedding_weight": weight,
         }
     return top
 

@@ -109,7 +109,7 @@ def test_a_failing_provider_blocks_neither_approval_nor_retrieval(
     assert "stay lexical-only" in caplog.text and "retrieving lexically" in caplog.text
 
 
-def test_fusion_puts_first_what_both_orders_rank_well(embedder, make_experience):
+def test_fusion_puts_first_what_both_orders_rank_well(embedder, make_experience, settings):
     pinned = make_experience(
         rule="Pin the base image digest so rebuilds are reproducible.",
         condition="a docker image is rebuilt",
@@ -135,8 +135,18 @@ def test_fusion_puts_first_what_both_orders_rank_well(embedder, make_experience)
     assert codes(lexical) == [pinned.code, wheels.code, layers.code]  # the shared tag wins
     assert codes(fused) == [wheels.code, pinned.code, layers.code]
     why = fused[0].why()["fusion"]
-    assert (why["lexical_rank"], why["embedding_rank"], why["rrf_k"]) == (2, 1, 60)
-    assert why["fused"] == pytest.approx(1 / 62 + 1 / 61, abs=1e-5) and why["cosine"] > 0.5
+    assert (why["lexical_rank"], why["embedding_rank"], why["rrf_k"], why["embedding_weight"]) == (
+        2,
+        1,
+        60,
+        2.0,
+    )
+    assert why["fused"] == pytest.approx(1 / 62 + 2 / 61, abs=1e-5) and why["cosine"] > 0.5
+    # the embedding order weighs AGENT_EMBEDDING_WEIGHT: at 0 it only admits, the lexical order ranks
+    settings.AGENT_EMBEDDING_WEIGHT = 0.0
+    unweighted = experience_search(tags=tags, text=task, query_embedding=embed_text(task), explain=True)
+    assert codes(unweighted) == codes(lexical)
+    assert unweighted[0].why()["fusion"]["fused"] == pytest.approx(1 / 61, abs=1e-5)
 
 
 def test_the_floor_holds_with_embeddings(embedder, make_experience, settings):
