@@ -118,7 +118,14 @@ def test_the_trace_page_shows_why_each_experience_was_injected(browser_client, i
         "relevance": 1.8,
         "parts": {"text": 1.8},
         "matched": {"intent": ["write_file"], "state": [], "words": ["report", "<b>file</b>"]},
-        "fusion": {"lexical_rank": 2, "embedding_rank": 1, "cosine": 0.71, "fused": 0.03252, "rrf_k": 60},
+        "fusion": {
+            "lexical_rank": 2,
+            "embedding_rank": 1,
+            "cosine": 0.71,
+            "fused": 0.04892,
+            "rrf_k": 60,
+            "embedding_weight": 2.0,
+        },
     }
     TraceEvent.objects.create(
         trace=trace,
@@ -132,5 +139,7 @@ def test_the_trace_page_shows_why_each_experience_was_injected(browser_client, i
     assert "Experiences given to the agent" in page and "ex_042" in page
     assert "score 2.61 · relevance 1.8 (floor 0.75)" in page
     assert '<span class="badge">write_file</span>' in page
-    assert "fused 0.03252: lexical rank 2, embedding rank 1 (cosine 0.71)" in page
+    assert (
+        "fused 0.04892: lexical rank 2, embedding rank 1 (cosine 0.71), embedding order weighed 2.0" in page
+    )
     assert "report, &lt;b&gt;file&lt;/b&gt;" in page and "<b>file</b>" not in page  # inert
