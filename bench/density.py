@@ -11,7 +11,7 @@ after start (cold: every worker pays its first-task costs) and a second one (war
 Per burst it prints the wall time from the first start request until the API counts
 all C runs completed, relative to one run alone (the warm C=1 burst); the peak RSS
 and PSS summed over the qcluster process tree (/proc/<pid>/smaps_rollup, sampled
-every 0.5 s); the peak number of PostgreSQL client connections to the service's
+every 2 s and at the burst's end: each read costs the kernel ~47 ms of a core); the peak number of PostgreSQL client connections to the service's
 database (pg_stat_activity, sampled; n/a on SQLite); the live event latency p50/p99
 (created_at in the worker to receipt by a WebSocket watcher, over `--watchers`
 runs spread across the burst; events created before the watcher connected are
@@ -34,10 +34,12 @@ import os
 import platform
 import shlex
 import signal
+import statistics
 import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -103,11 +105,12 @@ class Watcher(threading.Thread):
         super().__init__(daemon=True)
         self.stack, self.trace_id = stack, trace_id
         self.delays: list[float] = []
+        self.types: list[str] = []
         self.error: str | None = None
 
     def run(self) -> None:
         try:
-            self.delays = watch_delays(self.stack, self.trace_id, timeout=3600)
+            self.delays = watch_delays(self.stack, self.trace_id, timeout=3600, types=self.types)
         except Exception as error:  # a lost watcher costs its figures, not the burst
             self.error = f"{type(error).__name__}: {error}"
 
@@ -127,14 +130,27 @@ class Burst:
     cpu: float = 0.0  # CPU seconds of the cluster's processes during the burst
     web_cpu: float = 0.0  # of daphne (the POSTs, the watchers' sockets, the count polls)
     delays: list[float] = field(default_factory=list)
+    types: list[str] = field(default_factory=list)  # each delay's event type
     watch_errors: list[str] = field(default_factory=list)
     load: str = ""
 
-    def percentile(self, q: float) -> float | None:
-        if not self.delays:
+    def percentile(self, q: float, kind: str | None = None) -> float | None:
+        delays = (
+            [d for d, t in zip(self.delays, self.types, strict=True) if t == kind] if kind else self.delays
+        )
+        if not delays:
             return None
-        ordered = sorted(self.delays)
+        ordered = sorted(delays)
         return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] * 1000
+
+    def by_type(self) -> str:
+        """p50 / p99 ms per event type, the latest first: which events carry the tail."""
+        counts = Counter(self.types)
+        figures = [(self.percentile(0.99, kind) or 0.0, kind) for kind in counts]
+        return ", ".join(
+            f"{kind} {_ms(self.percentile(0.5, kind))} / {_ms(p99)} ({counts[kind]})"
+            for p99, kind in sorted(figures, reverse=True)
+        )
 
 
 def count_traces(stack: Stack, status: str) -> int:
@@ -142,6 +158,14 @@ def count_traces(stack: Stack, status: str) -> int:
     if code != 200:
         raise RuntimeError(f"GET /traces answered {code}: {body}")
     return int(body["count"])
+
+
+def failure(stack: Stack) -> str:
+    """The newest failed run's error, with the tail of the cluster's log."""
+    code, body = stack.api("GET", "/traces?status=failed&limit=1")
+    error = body["results"][0].get("error_message") if code == 200 and body.get("results") else body
+    log = stack.log(f"qcluster-{len(stack.clusters) - 1}")[-4000:]
+    return f"{error}\nqcluster log (tail):\n{log}"
 
 
 def completed_at(stack: Stack, trace_id: str) -> float:
@@ -184,9 +208,7 @@ def burst(stack: Stack, cluster: subprocess.Popen[bytes], count: int, watchers: 
     deadline = time.monotonic() + timeout
     while count_traces(stack, "completed") < completed + count:
         if count_traces(stack, "failed") > failed:
-            raise RuntimeError(
-                f"a run failed; qcluster log:\n{stack.log(f'qcluster-{len(stack.clusters) - 1}')}"
-            )
+            raise RuntimeError(f"a run failed: {failure(stack)}")
         if time.monotonic() > deadline:
             raise RuntimeError(f"the burst of {count} did not complete within {timeout:.0f} s")
         time.sleep(1.0)  # a slow poll: each costs daphne CPU the runs would otherwise get
@@ -207,8 +229,37 @@ def burst(stack: Stack, cluster: subprocess.Popen[bytes], count: int, watchers: 
         cpu=cpu,
         web_cpu=web_cpu,
         delays=[delay for watcher in watching for delay in watcher.delays],
+        types=[kind for watcher in watching for kind in watcher.types],
         watch_errors=[watcher.error for watcher in watching if watcher.error],
         load=load_average(),
+    )
+
+
+def pooled(bursts: list[Burst]) -> Burst:
+    """Several warm bursts as one row: the median wall and CPU, the peaks, every event's
+    delay (a single burst's p99 of ~300 events is its third latest: it moves a lot)."""
+    if len(bursts) == 1:
+        return bursts[0]
+    middle = sorted(bursts, key=lambda b: b.wall)[len(bursts) // 2]
+
+    def peak(values: list[int | None]) -> int | None:
+        present = [v for v in values if v is not None]
+        return max(present) if present else None
+
+    return Burst(
+        wall=middle.wall,
+        rss=max(b.rss for b in bursts),
+        pss=max(b.pss for b in bursts),
+        processes=max(b.processes for b in bursts),
+        connections=peak([b.connections for b in bursts]),
+        active=peak([b.active for b in bursts]),
+        workers=peak([b.workers for b in bursts]),
+        cpu=statistics.median(b.cpu for b in bursts),
+        web_cpu=statistics.median(b.web_cpu for b in bursts),
+        delays=[d for b in bursts for d in b.delays],
+        types=[t for b in bursts for t in b.types],
+        watch_errors=[e for b in bursts for e in b.watch_errors],
+        load=bursts[-1].load,
     )
 
 
@@ -249,7 +300,15 @@ def measure(
                 if args.no_cold and count > 1
                 else burst(stack, cluster, count, args.watchers, args.timeout)
             )
-            warm = burst(stack, cluster, count, args.watchers, args.timeout)
+            warms = []
+            for index in range(args.warm):
+                warms.append(burst(stack, cluster, count, args.watchers, args.timeout))
+                if args.warm > 1:
+                    print(
+                        f"    (C={count}, warm burst {index + 1} of {args.warm}: {warms[-1].wall:.2f} s)",
+                        flush=True,
+                    )
+            warm = pooled(warms)
             stack.kill_cluster(cluster)
             one = one or warm.wall
             rows.append(Row(kind, settings, count, cold, warm))
@@ -285,6 +344,7 @@ def describe(name: str, result: Burst, one: float, ideal: float, count: int) -> 
         f" db connections {connections};"
         f" events p50 {_ms(result.percentile(0.5))} ms p99 {_ms(result.percentile(0.99))} ms ({watched});"
         f" load {result.load}"
+        + (f"\n      events by type, p50 / p99 ms (count): {result.by_type()}" if result.types else "")
     )
 
 
@@ -346,6 +406,9 @@ def main() -> None:
     )
     parser.add_argument("--delay", type=float, default=2.0, help="seconds per model call (default 2)")
     parser.add_argument("--watchers", type=int, default=16, help="runs per burst watched over a WebSocket")
+    parser.add_argument(
+        "--warm", type=int, default=1, help="warm bursts per C, pooled: median wall and CPU, every delay"
+    )
     parser.add_argument("--no-cold", action="store_true", help="skip the cold burst for C > 1")
     parser.add_argument("--timeout", type=float, default=900, help="seconds a burst may take")
     parser.add_argument("--quick", action="store_true", help="smoke check: C=1,4, 4 watchers")

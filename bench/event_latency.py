@@ -47,9 +47,12 @@ CONFIGURATIONS = {
 }
 
 
-def watch_delays(stack: Stack, trace_id: str, *, timeout: float = 120) -> list[float]:
+def watch_delays(
+    stack: Stack, trace_id: str, *, timeout: float = 120, types: list[str] | None = None
+) -> list[float]:
     """Seconds from commit to receipt of each event of `trace_id` committed after the
-    watch connected, until the run ends (the socket is read in this thread)."""
+    watch connected, until the run ends (the socket is read in this thread); each
+    event's type is appended to `types` when given."""
     delays: list[float] = []
     with stack.watch(trace_id) as socket_:
         connected = time.time()
@@ -59,6 +62,8 @@ def watch_delays(stack: Stack, trace_id: str, *, timeout: float = 120) -> list[f
             created = datetime.fromisoformat(event["created_at"]).timestamp()
             if created >= connected:
                 delays.append(received - created)
+                if types is not None:
+                    types.append(event["type"])
             if event["type"] in END:
                 return delays
 
