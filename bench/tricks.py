@@ -12,6 +12,10 @@ noisy machine hits them alike; compare ratios within one run.
 (e) a step's fenced commit (a tool call and its result of 280 or 21,000
     characters, 3 events, the goal's figures, the trace row), PostgreSQL only:
     as is      one statement through Django's cursor (client-side binding);
+    + request  the step also stores what the model was sent (two new request
+               parts and the request row): `one statement` in the fenced write
+               (as is), `deferred` in their own INSERTs in the commit's
+               transaction (bulk_create + save, as before 2026-11-24);
     server     the same statement bound server-side: a psycopg `Cursor` in
                Django's wrapper (`make_cursor`), as the code did before;
     separate   the SQLite way: a transaction, the fence first, then `executemany`
@@ -25,6 +29,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import itertools
 import json
 import sys
 import time
@@ -88,6 +93,7 @@ def commit_timing(commits: int) -> dict[str, dict[str, float]]:
 
     from traces.goal_tree import GoalTree
     from traces.models import Message, Trace
+    from traces.observability.models import ModelRequest, RequestPart
     from traces.runner import fenced
     from traces.runner.store import RunStore, trace_claim
 
@@ -98,7 +104,9 @@ def commit_timing(commits: int) -> dict[str, dict[str, float]]:
     store.commit(final=True)
     output = {"short": "Noted. " * 40, "long": "Noted. " * 3000}  # 280 and 21,000 characters
 
-    def step(size: str) -> None:
+    counter = itertools.count()
+
+    def step(size: str, request: str = "") -> None:
         trace_id = store.trace.trace_id
         for role in ("assistant", "tool"):
             sequence = store.next_sequence()
@@ -116,11 +124,39 @@ def commit_timing(commits: int) -> dict[str, dict[str, float]]:
                 )
             )
         store.emit("tool_result", {"tool_call_id": "call_1", "name": "note"})
+        if request:  # what the model was sent: a new message part and the request row
+            number = next(counter)
+            parts = [
+                RequestPart(
+                    trace_id=trace_id, digest=f"{number:032d}", body={"role": "tool", "content": output[size]}
+                ),
+                RequestPart(
+                    trace_id=trace_id, digest=f"{number:031d}x", body={"role": "assistant", "content": "ok"}
+                ),
+            ]
+            row = ModelRequest(
+                trace_id=trace_id, sequence=sequence, parts=[[0, 40], f"{number:032d}"], model="m"
+            )
+            if request == "statement":
+                store.insert(RequestPart, parts, keep_existing=True)
+                store.insert(ModelRequest, [row])
+            else:  # as RequestLog.record did before: its own INSERTs in the commit's transaction
+
+                def write() -> None:
+                    RequestPart.objects.bulk_create(parts, ignore_conflicts=True)
+                    row.save(force_insert=True)
+
+                store.defer(write)
         store.commit(final=True)
 
     def separate(**kwargs: Any) -> bool | None:
         return fenced._write_in_transaction(
-            kwargs["trace_id"], kwargs["token"], kwargs["trace_values"], kwargs["inserts"], kwargs["updates"]
+            kwargs["trace_id"],
+            kwargs["token"],
+            kwargs["trace_values"],
+            kwargs["inserts"],
+            kwargs["updates"],
+            kwargs["keep_existing"],
         )
 
     def server_bound(sql: str, params: list[Any]) -> bool | None:
@@ -139,6 +175,8 @@ def commit_timing(commits: int) -> dict[str, dict[str, float]]:
         variants[f"{size}: as is"] = sized
         variants[f"{size}: server"] = _patched(fenced, "_execute", server_bound, sized)
         variants[f"{size}: separate"] = _patched(store_module, "fenced_write", separate, sized)
+        variants[f"{size} + request: one statement"] = functools.partial(step, size, "statement")
+        variants[f"{size} + request: deferred"] = functools.partial(step, size, "deferred")
     for func in variants.values():
         func()
     return _turns(variants, max(1, commits // 20), 20)

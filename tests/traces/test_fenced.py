@@ -13,6 +13,7 @@ from django.db import IntegrityError, connection, models
 from django.test.utils import CaptureQueriesContext, isolate_apps
 
 from traces.models import Goal, GoalStatus, Message, Trace, TraceEvent
+from traces.observability.models import ModelRequest, RequestPart
 from traces.runner.fenced import _finite, _iso, _record_shape, fenced_write
 
 pytestmark = pytest.mark.django_db
@@ -21,8 +22,9 @@ on_postgresql = pytest.mark.skipif(
     connection.vendor != "postgresql", reason="the one statement is PostgreSQL's"
 )
 
-# The models a run's commit inserts (traces/runner/store.py:RunStore.commit).
-INSERTED = [Message, TraceEvent, Goal]
+# The models a run's commit inserts (traces/runner/store.py:RunStore.commit), with
+# what the model was sent (traces/runner/request_log.py:RequestLog.record).
+INSERTED = [Message, TraceEvent, Goal, RequestPart, ModelRequest]
 TOKEN = 3
 AT = datetime(2026, 3, 29, 3, 30, 6, 999999, tzinfo=timezone(timedelta(hours=2)))
 TEXT = 'Grüße, 世界 🌍 \u2028 "quoted" \\ back \' single, {"not": "json"} %s %(x)s'
@@ -140,7 +142,31 @@ def rows(trace_id: str) -> list[tuple[type[models.Model], list[Any]]]:
         ),
         Goal(trace_id=trace_id, goal_id="2", description="plain", parent_id="1", created_at=AT),
     ]
-    return [(Message, messages), (TraceEvent, events), (Goal, goals)]
+    parts = [
+        RequestPart(trace_id=trace_id, digest="a" * 32, body={"role": "user", "content": TEXT}),
+        RequestPart(
+            trace_id=trace_id, digest="b" * 32, body=[{"type": "function", "function": {"name": "r"}}]
+        ),
+    ]
+    requests = [
+        ModelRequest(
+            trace_id=trace_id,
+            sequence=1,
+            base_sequence=None,
+            parts=["a" * 32, [0, 2]],
+            tools="b" * 32,
+            model="openai/scripted",
+            parameters={"temperature": 0.25, "stream": True},
+        ),
+        ModelRequest(trace_id=trace_id, sequence=3, base_sequence=1, model="m"),
+    ]
+    return [
+        (Message, messages),
+        (TraceEvent, events),
+        (Goal, goals),
+        (RequestPart, parts),
+        (ModelRequest, requests),
+    ]
 
 
 def typed(value: Any) -> Any:
@@ -156,7 +182,13 @@ def stored(model: type[models.Model], trace_id: str, skip: tuple[str, ...] = ())
     """Each stored row of `model` in `trace_id` as the ORM loads it, typed, without its keys."""
     keys = {"id", "message_id", "trace", *skip}
     fields = [f for f in model._meta.concrete_fields if f.name not in keys]
-    order = {Message: "sequence", TraceEvent: "event_id", Goal: "goal_id"}[model]
+    order = {
+        Message: "sequence",
+        TraceEvent: "event_id",
+        Goal: "goal_id",
+        RequestPart: "digest",
+        ModelRequest: "sequence",
+    }[model]
     return [
         {f.name: typed(getattr(row, f.attname)) for f in fields}
         for row in model.objects.filter(trace_id=trace_id).order_by(order)
@@ -216,6 +248,41 @@ def test_rows_written_by_the_fenced_write_read_back_as_the_orm_saves_them():
     for name in TRACE_VALUES:
         assert typed(getattr(fenced, name)) == typed(getattr(orm, name)), name
     assert Message.objects.get(trace_id="fenced", sequence=1).created_at == AT
+
+
+def test_rows_kept_existing_skip_what_is_stored_and_insert_the_rest():
+    # What the model was sent is content-addressed per trace: a part an earlier
+    # segment stored is skipped; a second message request is still a conflict.
+    Trace.objects.create(trace_id="kept", run_token=TOKEN)
+    RequestPart.objects.create(trace_id="kept", digest="a" * 32, body={"stored": "first"})
+    parts = [
+        RequestPart(trace_id="kept", digest="a" * 32, body={"stored": "again"}),
+        RequestPart(trace_id="kept", digest="c" * 32, body={"new": True}),
+    ]
+    request = ModelRequest(trace_id="kept", sequence=1, model="m")
+
+    stop = fenced_write(
+        trace_id="kept",
+        token=TOKEN,
+        trace_values={"head_sequence": 1},
+        inserts=[(RequestPart, parts), (ModelRequest, [request])],
+        keep_existing={RequestPart},
+    )
+
+    assert stop is False
+    assert dict(RequestPart.objects.filter(trace_id="kept").values_list("digest", "body")) == {
+        "a" * 32: {"stored": "first"},
+        "c" * 32: {"new": True},
+    }
+    assert ModelRequest.objects.filter(trace_id="kept").count() == 1
+    with pytest.raises(IntegrityError):
+        fenced_write(
+            trace_id="kept",
+            token=TOKEN,
+            trace_values={"head_sequence": 1},
+            inserts=[(ModelRequest, [ModelRequest(trace_id="kept", sequence=1, model="m")])],
+            keep_existing={RequestPart},
+        )
 
 
 def test_a_write_whose_token_is_stale_stores_nothing_and_says_so():

@@ -153,6 +153,44 @@ def test_on_postgresql_a_step_commits_in_one_statement(django_assert_num_queries
     assert Goal.objects.get(trace_id="t-store", goal_id=goal.goal_id).status == GoalStatus.IN_PROGRESS
 
 
+@on_postgresql
+@pytest.mark.django_db(transaction=True)
+def test_on_postgresql_what_the_model_was_sent_commits_in_the_same_statement(django_assert_num_queries):
+    from traces.observability.models import ModelRequest, RequestPart
+
+    store = claimed_store()
+    RequestPart.objects.create(trace_id="t-store", digest="a" * 32, body={"stored": "before"})
+    buffer_messages(store, ["a"])
+    parts = [
+        RequestPart(trace_id="t-store", digest="a" * 32, body={"stored": "again"}),
+        RequestPart(trace_id="t-store", digest="b" * 32, body={"role": "user", "content": "a"}),
+    ]
+    store.insert(RequestPart, parts, keep_existing=True)
+    store.insert(ModelRequest, [ModelRequest(trace_id="t-store", sequence=1, parts=["b" * 32], model="m")])
+    with django_assert_num_queries(1):
+        store.commit()
+    with django_assert_num_queries(1):
+        store.commit()  # the rows went with the first commit only
+    assert dict(RequestPart.objects.filter(trace_id="t-store").values_list("digest", "body")) == {
+        "a" * 32: {"stored": "before"},
+        "b" * 32: {"role": "user", "content": "a"},
+    }
+    assert list(ModelRequest.objects.values_list("trace_id", "sequence", "parts")) == [
+        ("t-store", 1, ["b" * 32])
+    ]
+
+
+def test_rows_inserted_with_a_commit_are_not_written_by_a_run_that_lost_its_lease():
+    from traces.observability.models import ModelRequest
+
+    store = claimed_store()
+    store.insert(ModelRequest, [ModelRequest(trace_id="t-store", sequence=1, model="m")])
+    Trace.objects.filter(pk="t-store").update(run_token=F("run_token") + 1)
+    with pytest.raises(LeaseLost):
+        store.commit()
+    assert not ModelRequest.objects.exists()
+
+
 def test_a_commit_reads_the_stop_flag():
     store = claimed_store()
     buffer_messages(store, ["a"])

@@ -19,6 +19,12 @@ that lost its lease writes nothing at all, as with the ORM path's rollback. The
 RETURNING clause doubles as the stop poll (R5): a commit tells the run whether
 an expert asked it to stop, so a busy run needs no separate heartbeat query.
 
+Other tables' rows a step writes ride along the same way (`RunStore.insert`: what the
+model was sent, traces/runner/request_log.py), a content-addressed part that another
+segment stored skipped by ON CONFLICT DO NOTHING (`keep_existing`); as their own
+INSERTs in the commit's transaction they cost 4.8 against 2.5 ms a commit with a short
+tool output (bench/tricks.py (e), 2026-11-24).
+
 The inserted rows travel as one JSON document (`jsonb_to_recordset`, see
 `_records`), so the statement's text depends only on which tables a step writes
 (cached by `_statement`), not on how many rows; updated values go through each
@@ -43,7 +49,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
@@ -66,12 +72,15 @@ def fenced_write(
     trace_values: dict[str, Any],
     inserts: Sequence[tuple[type[Model], Sequence[Model]]],
     updates: Sequence[Update] = (),
+    keep_existing: Collection[type[Model]] = (),
 ) -> bool | None:
     """Write everything if the trace still carries `token`; return its stop flag.
 
     `updates` are (model, key, values): the row whose fields equal `key` (a
     natural key, so a row inserted by an earlier commit of this run needs no
-    primary key read back) gets `values`.
+    primary key read back) gets `values`. Rows of a model in `keep_existing` that
+    collide with a stored row on a unique constraint are skipped (ON CONFLICT DO
+    NOTHING: a content-addressed row another segment of the trace already wrote).
 
     Returns None (and writes nothing) when the lease is lost. Inside an
     atomic block it runs in a savepoint, so a database error leaves the outer
@@ -83,10 +92,10 @@ def fenced_write(
         (model, key, {name: without_nul(v) for name, v in values.items()}) for model, key, values in updates
     ]
     if connection.vendor != "postgresql":
-        return _write_in_transaction(trace_id, token, trace_values, inserts, updates)
+        return _write_in_transaction(trace_id, token, trace_values, inserts, updates, keep_existing)
     sql = _statement(
         tuple(trace_values),
-        tuple(model for model, _ in inserts),
+        tuple((model, model in keep_existing) for model, _ in inserts),
         tuple((model, tuple(key), tuple(values)) for model, key, values in updates),
     )
     params: list[Any] = [_prep(Trace, name, value) for name, value in trace_values.items()]
@@ -115,6 +124,7 @@ def _write_in_transaction(
     trace_values: dict[str, Any],
     inserts: Sequence[tuple[type[Model], Sequence[Model]]],
     updates: Sequence[Update],
+    keep_existing: Collection[type[Model]],
 ) -> bool | None:
     """SQLite: the same writes in one transaction, fence first (no data-modifying CTEs
     there). Plain cached SQL and `executemany`: the ORM's compilers cost more than
@@ -128,7 +138,7 @@ def _write_in_transaction(
         for model, rows in inserts:
             fields = _insert_fields(model)
             cursor.executemany(
-                _insert_sql(model),
+                _insert_sql(model, model in keep_existing),
                 [[f.get_db_prep_save(f.pre_save(obj, True), connection) for f in fields] for obj in rows],
             )
         for model, key, changes in updates:
@@ -149,11 +159,13 @@ def _fence_sql(trace_columns: tuple[str, ...]) -> str:
 
 
 @lru_cache(maxsize=32)
-def _insert_sql(model: type[Model]) -> str:
+def _insert_sql(model: type[Model], keep_existing: bool) -> str:
     fields = _insert_fields(model)
     names = ", ".join(connection.ops.quote_name(f.column) for f in fields)
     marks = ", ".join(["%s"] * len(fields))
-    return f"INSERT INTO {connection.ops.quote_name(model._meta.db_table)} ({names}) VALUES ({marks})"
+    return f"INSERT INTO {connection.ops.quote_name(model._meta.db_table)} ({names}) VALUES ({marks})" + (
+        " ON CONFLICT DO NOTHING" if keep_existing else ""
+    )
 
 
 @lru_cache(maxsize=64)
@@ -166,19 +178,19 @@ def _update_sql(model: type[Model], key: tuple[str, ...], names: tuple[str, ...]
 @lru_cache(maxsize=256)
 def _statement(
     trace_columns: tuple[str, ...],
-    insert_models: tuple[type[Model], ...],
+    insert_shapes: tuple[tuple[type[Model], bool], ...],
     update_shapes: tuple[tuple[type[Model], tuple[str, ...], tuple[str, ...]], ...],
 ) -> str:
     ops = connection.ops
     parts = [f"t AS ({_fence_sql(trace_columns)})"]
-    for index, model in enumerate(insert_models):
+    for index, (model, keep_existing) in enumerate(insert_shapes):
         fields = _insert_fields(model)
         names = ", ".join(ops.quote_name(f.column) for f in fields)
         record = ", ".join(f"{ops.quote_name(f.column)} {f.db_type(connection)}" for f in fields)
         parts.append(
             f"i{index} AS (INSERT INTO {ops.quote_name(model._meta.db_table)} ({names}) "
             f"SELECT {names} FROM jsonb_to_recordset(%s::jsonb) AS r({record}) "
-            "WHERE EXISTS (SELECT 1 FROM t))"
+            "WHERE EXISTS (SELECT 1 FROM t)" + (" ON CONFLICT DO NOTHING)" if keep_existing else ")")
         )
     for index, (model, key, changed) in enumerate(update_shapes):
         parts.append(f"u{index} AS ({_update_sql(model, key, changed)} AND EXISTS (SELECT 1 FROM t))")

@@ -3,7 +3,8 @@
 `_call_model` hands `RequestLog.sent` the request exactly as it goes to
 `LLMClient` (after compaction, microcompact, context and memory injection and the
 lifecycle hooks); the assistant message the reply becomes calls `record`, which
-defers the rows (`traces/observability/models.py`) into that step's fenced commit.
+adds the rows (`traces/observability/models.py`) to that step's fenced commit, in its
+one statement on PostgreSQL (`traces/runner/fenced.py`).
 
 The encoding is against the previous recorded request of this run, by object
 identity: the runner's history keeps the same dicts from call to call and replaces
@@ -101,12 +102,8 @@ class RequestLog:
             model=sent.model,
             parameters=without_nul(sent.parameters),
         )
-
-        def write() -> None:
-            RequestPart.objects.bulk_create(parts, ignore_conflicts=True)  # another segment may have it
-            row.save(force_insert=True)
-
-        store.defer(write)
+        store.insert(RequestPart, parts, keep_existing=True)  # another segment may have it
+        store.insert(ModelRequest, [row])
         self._written.update(sent.new)
         self._base = (sequence, sent.messages)
         self._forget(sent.messages)

@@ -13,13 +13,13 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import F, Model, Q
 from django.utils import timezone
 
 from traces import events as event_bus
@@ -128,6 +128,8 @@ class RunStore:
         self._messages: list[Message] = []
         self._events: list[TraceEvent] = []
         self._deferred: list[Callable[[], None]] = []
+        self._rows: dict[type[Model], list[Model]] = {}  # other tables' rows for the next commit
+        self._keep_existing: set[type[Model]] = set()
         self._newest: tuple[int, int] | None = None  # (sequence, segment_start) of the newest message
         # Cold fields as this store last wrote them; empty, so the first commit writes
         # them all (the row may have been made by someone else, e.g. the API).
@@ -158,6 +160,14 @@ class RunStore:
         with the step or not at all, and not for a run that lost its lease.
         """
         self._deferred.append(write)
+
+    def insert(self, model: type[Model], rows: Sequence[Model], *, keep_existing: bool = False) -> None:
+        """Insert `rows` with the next commit, in its one fenced statement (what the model
+        was sent, traces/runner/request_log.py). `keep_existing`: a row colliding with
+        a stored one on a unique constraint is skipped, not an error."""
+        self._rows.setdefault(model, []).extend(rows)
+        if keep_existing:
+            self._keep_existing.add(model)
 
     @property
     def has_pending_events(self) -> bool:
@@ -249,16 +259,23 @@ class RunStore:
                 trace_id=trace.pk,
                 token=self.token,
                 trace_values={**fields, **cold},
-                inserts=[(Message, self._messages), (TraceEvent, self._events), (Goal, goals)],
+                inserts=[
+                    (Message, self._messages),
+                    (TraceEvent, self._events),
+                    (Goal, goals),
+                    *self._rows.items(),
+                ],
                 updates=[
                     (Goal, {"trace": trace.pk, "goal_id": goal.goal_id}, values) for goal, values in writes
                 ],
+                keep_existing=self._keep_existing,
             )
             if stop is None:
                 raise LeaseLost(f"trace {trace.pk!r} was claimed by another run; stopping this one")
             for write in self._deferred:
                 write()
         self._deferred = []
+        self._rows = {}
         self.stop_seen = stop
         self.polled_at = time.monotonic()
         if self.goal_tree is not None:
