@@ -36,3 +36,41 @@ def test_round_start_reaches_listeners_while_the_model_is_still_thinking(runner,
         unsubscribe()
     assert result.status == "completed"
     assert seen == [True]
+
+
+def test_a_slow_model_s_round_start_leaves_before_the_request_is_built(runner, llm, integrator, settings):
+    # With many runs sharing the CPU, building a request takes a while (issue 18): the
+    # round's start is committed before it, not 5 ms after the request was sent. The
+    # request's last step here (a `before_model` extension) waits until its round's
+    # round_start was published; the first round has no model timing yet.
+    from tests.scripted_llm import ToolCall
+    from traces.runner.extensions import extensions
+
+    settings.AGENT_STOP_POLL_SECONDS = 30
+    published: list[int] = []
+    changed = threading.Condition()
+    seen: list[bool] = []
+
+    def listener(trace_id: str, events: list[dict[str, Any]]) -> None:
+        with changed:
+            published.extend(e["payload"]["iteration"] for e in events if e["type"] == "round_start")
+            changed.notify_all()
+
+    def building(trace: Any, messages: list[dict[str, Any]], emit: Any) -> None:
+        iteration = len(seen)
+        with changed:
+            seen.append(changed.wait_for(lambda: iteration in published, timeout=3))
+
+    llm.script(
+        "scripted",
+        [Reply(tool_calls=[ToolCall("list_files", {})], delay=0.1), Reply(text="done", delay=0.1)],
+    )
+    unsubscribe = event_bus.subscribe(listener)
+    extensions.before_model.append(building)
+    try:
+        result = runner.run_result([{"role": "user", "content": "hi"}], RunConfig(owner_id=integrator.pk))
+    finally:
+        extensions.before_model.remove(building)
+        unsubscribe()
+    assert result.status == "completed"
+    assert seen == [True, True]

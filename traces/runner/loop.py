@@ -37,7 +37,7 @@ from traces.runner.config import (
 )
 from traces.runner.context import ContextHook, ContextManagement, default_context_hooks
 from traces.runner.extensions import ToolSet, extensions
-from traces.runner.model_call import ModelCalls
+from traces.runner.model_call import EVENTS_WAIT_SECONDS, ModelCalls
 from traces.runner.prepare import validate_messages
 from traces.runner.setup import RunSetup
 from traces.runner.state import RunState, StepEnd
@@ -215,6 +215,11 @@ class AgentRunner(RunSetup, ModelCalls, ContextManagement, ToolCalls, Strategies
             run.store.emit(
                 "round_start", {"iteration": iteration, "round": iteration + 1, "max_rounds": limit}
             )
+            if run.last_call_seconds is None or run.last_call_seconds > EVENTS_WAIT_SECONDS:
+                # A model that takes its time: the round's start leaves now, not after the
+                # request is built (which, with many runs sharing the CPU, takes a while).
+                # An instant one's reply commits with it (model_call.py:_wait_for_model).
+                run.store.commit()
             self._report_progress(run, iteration + 1, limit)
             run.fresh.clear()  # everything added so far was yielded where it was made
             self._refresh_tools(run)  # a tool list that changed is offered from this request on

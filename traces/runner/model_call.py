@@ -70,7 +70,8 @@ class ModelCalls(RunnerBase):
             extensions.observe("model_ended", run, None, None, f"{type(exc).__name__}: {exc}")
             raise
         finally:
-            run.model_seconds += time.perf_counter() - started
+            run.last_call_seconds = time.perf_counter() - started
+            run.model_seconds += run.last_call_seconds
         if response is None:
             extensions.observe("model_ended", run, None, None, "stopped")
             return None

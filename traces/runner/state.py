@@ -60,6 +60,7 @@ class RunState:
     fresh: list[Message] = field(default_factory=list)  # persisted, not yet yielded
     iterations: int = 0
     model_seconds: float = 0.0
+    last_call_seconds: float | None = None  # the run's latest model call, request to reply
     started: float = field(default_factory=time.perf_counter)
     loop_detector: LoopDetector = field(
         default_factory=lambda: LoopDetector(
