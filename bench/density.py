@@ -11,8 +11,9 @@ after start (cold: every worker pays its first-task costs) and a second one (war
 Per burst it prints the wall time from the first start request until the API counts
 all C runs completed, relative to one run alone (the warm C=1 burst); the peak RSS
 and PSS summed over the qcluster process tree (/proc/<pid>/smaps_rollup, sampled
-every 2 s and at the burst's end: each read costs the kernel ~47 ms of a core); the peak number of PostgreSQL client connections to the service's
-database (pg_stat_activity, sampled; n/a on SQLite); the live event latency p50/p99
+every 2 s and at the burst's end: each read costs the kernel ~47 ms of a core); the
+peak number of PostgreSQL client connections to the service's database
+(pg_stat_activity, sampled; n/a on SQLite); the live event latency p50/p99
 (created_at in the worker to receipt by a WebSocket watcher, over `--watchers`
 runs spread across the burst; events created before the watcher connected are
 replay, not counted); the load average after the burst.
@@ -29,7 +30,6 @@ the watchers' interpreter lock). Not a test; nothing is asserted. Usage:
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import os
 import platform
 import shlex
@@ -51,8 +51,9 @@ sys.path.insert(0, str(ROOT))
 
 from bench.cluster_sampling import CLUSTER_APP, Sampler, group_cpu, wait_ready  # noqa: E402
 from bench.event_latency import watch_delays  # noqa: E402
+from bench.harness import start_scripted_model  # noqa: E402
 from tests.e2e.stack import Stack  # noqa: E402
-from tests.scripted_llm import Reply, ScriptedLLM, ToolCall  # noqa: E402
+from tests.scripted_llm import Reply, ToolCall  # noqa: E402
 
 END = ("final", "error", "stopped")
 # --stacks: name -> (label, PostgreSQL, Redis)
@@ -77,25 +78,6 @@ def _workload_reply(delay: float) -> Any:
         return Reply(tool_calls=[ToolCall("write", {"path": f"f{done}.txt", "content": "x"})], delay=delay)
 
     return reply
-
-
-def _serve_model(delay: float, port: Any) -> None:
-    model = ScriptedLLM(default=_workload_reply(delay)).start()
-    port.value = model.port
-    threading.Event().wait()
-
-
-def start_model(delay: float) -> tuple[multiprocessing.process.BaseProcess, str]:
-    context = multiprocessing.get_context("fork")  # before any thread of ours starts
-    port = context.Value("i", 0)
-    process = context.Process(target=_serve_model, args=(delay, port), daemon=True)
-    process.start()
-    deadline = time.monotonic() + 30
-    while not port.value and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if not port.value:
-        raise RuntimeError("the scripted model did not start")
-    return process, f"http://127.0.0.1:{port.value}/v1"
 
 
 class Watcher(threading.Thread):
@@ -420,7 +402,7 @@ def main() -> None:
     args.concurrency = sorted({1, *(int(c) for c in args.concurrency.split(","))})
     # A background job ignores SIGINT: let `kill` end it through the `finally`s that stop the stack.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    model, model_url = start_model(args.delay)
+    model, model_url = start_scripted_model(_workload_reply(args.delay))  # before any thread
     print(
         f"# density, {datetime.now().astimezone():%Y-%m-%d %H:%M %Z}, commit {_commit()}; {_machine()}\n"
         f"# workload: {MODEL_CALLS} model calls of {args.delay:g} s with a write tool call between;"

@@ -8,6 +8,7 @@ and the worker calls `setup_django()` (settings + migrate on a fresh database).
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import shutil
 import statistics
@@ -15,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,34 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.instant_model import MODEL, TOOL_NAME, task_message  # noqa: E402
+
+
+def start_scripted_model(
+    reply: Callable[[dict[str, Any]], Any],
+) -> tuple[multiprocessing.process.BaseProcess, str]:
+    """tests/scripted_llm.py answering every request with `reply(body)`, in a forked process
+    of its own (its CPU and threads apart from the bench's); the process and its /v1 URL.
+    Call it before Django or any thread of the bench starts (fork)."""
+    context = multiprocessing.get_context("fork")
+    port = context.Value("i", 0)
+    process = context.Process(target=_serve_scripted, args=(reply, port), daemon=True)
+    process.start()
+    deadline = time.monotonic() + 30
+    while not port.value and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if not port.value:
+        raise RuntimeError("the scripted model did not start")
+    return process, f"http://127.0.0.1:{port.value}/v1"
+
+
+def _serve_scripted(reply: Callable[[dict[str, Any]], Any], port: Any) -> None:
+    import threading
+
+    from tests.scripted_llm import ScriptedLLM
+
+    port.value = ScriptedLLM(default=reply).start().port
+    threading.Event().wait()
+
 
 TOOL_OUTPUT = (
     "Noted. The workspace holds 14 files in 3 directories; the configuration reads "

@@ -24,11 +24,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import os
 import statistics
 import sys
-import threading
 import time
 from collections.abc import Callable
 from importlib.metadata import version
@@ -39,30 +37,14 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.scripted_llm import Reply, ScriptedLLM, ToolCall  # noqa: E402
+from bench.harness import start_scripted_model  # noqa: E402
+from tests.scripted_llm import Reply, ToolCall  # noqa: E402
 
 HANDLER = "EXPERIMENTAL_OPENAI_BASE_LLM_HTTP_HANDLER"
 
 
-def _serve(port: Any) -> None:
-    model = ScriptedLLM(
-        default=lambda body: Reply(tool_calls=[ToolCall("write", {"path": "f0.txt", "content": "x"})])
-    )
-    port.value = model.start().port
-    threading.Event().wait()
-
-
-def start_model() -> tuple[multiprocessing.process.BaseProcess, str]:
-    context = multiprocessing.get_context("fork")  # before Django or any thread of ours
-    port = context.Value("i", 0)
-    process = context.Process(target=_serve, args=(port,), daemon=True)
-    process.start()
-    deadline = time.monotonic() + 30
-    while not port.value and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if not port.value:
-        raise RuntimeError("the scripted model did not start")
-    return process, f"http://127.0.0.1:{port.value}/v1"
+def _reply(body: dict[str, Any]) -> Reply:
+    return Reply(tool_calls=[ToolCall("write", {"path": "f0.txt", "content": "x"})])
 
 
 def variants(base: str) -> dict[str, Callable[[bool], Any]]:
@@ -155,7 +137,7 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    process, base = start_model()
+    process, base = start_scripted_model(_reply)  # before Django or any thread of ours
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
     import django
 
