@@ -34,14 +34,11 @@ import os
 import platform
 import shlex
 import signal
-import statistics
 import subprocess
 import sys
 import threading
 import time
-from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -50,18 +47,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.cluster_sampling import CLUSTER_APP, Sampler, group_cpu, wait_ready  # noqa: E402
+from bench.density_report import STACKS, Burst, Row, pooled, report, table  # noqa: E402
 from bench.event_latency import watch_delays  # noqa: E402
 from bench.harness import start_scripted_model  # noqa: E402
 from tests.e2e.stack import Stack  # noqa: E402
 from tests.scripted_llm import Reply, ToolCall  # noqa: E402
 
 END = ("final", "error", "stopped")
-# --stacks: name -> (label, PostgreSQL, Redis)
-STACKS = {
-    "sqlite": ("SQLite", False, False),
-    "pg": ("PostgreSQL + Redis", True, True),
-    "postgres": ("PostgreSQL, no Redis", True, False),
-}
 MODEL_CALLS = 3
 
 
@@ -98,41 +90,6 @@ class Watcher(threading.Thread):
 
 
 # --- one burst -------------------------------------------------------------------
-
-
-@dataclass
-class Burst:
-    wall: float
-    rss: int
-    pss: int
-    processes: int
-    connections: int | None
-    active: int | None
-    workers: int | None
-    cpu: float = 0.0  # CPU seconds of the cluster's processes during the burst
-    web_cpu: float = 0.0  # of daphne (the POSTs, the watchers' sockets, the count polls)
-    delays: list[float] = field(default_factory=list)
-    types: list[str] = field(default_factory=list)  # each delay's event type
-    watch_errors: list[str] = field(default_factory=list)
-    load: str = ""
-
-    def percentile(self, q: float, kind: str | None = None) -> float | None:
-        delays = (
-            [d for d, t in zip(self.delays, self.types, strict=True) if t == kind] if kind else self.delays
-        )
-        if not delays:
-            return None
-        ordered = sorted(delays)
-        return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] * 1000
-
-    def by_type(self) -> str:
-        """p50 / p99 ms per event type, the latest first: which events carry the tail."""
-        counts = Counter(self.types)
-        figures = [(self.percentile(0.99, kind) or 0.0, kind) for kind in counts]
-        return ", ".join(
-            f"{kind} {_ms(self.percentile(0.5, kind))} / {_ms(p99)} ({counts[kind]})"
-            for p99, kind in sorted(figures, reverse=True)
-        )
 
 
 def count_traces(stack: Stack, status: str) -> int:
@@ -217,49 +174,12 @@ def burst(stack: Stack, cluster: subprocess.Popen[bytes], count: int, watchers: 
     )
 
 
-def pooled(bursts: list[Burst]) -> Burst:
-    """Several warm bursts as one row: the median wall and CPU, the peaks, every event's
-    delay (a single burst's p99 of ~300 events is its third latest: it moves a lot)."""
-    if len(bursts) == 1:
-        return bursts[0]
-    middle = sorted(bursts, key=lambda b: b.wall)[len(bursts) // 2]
-
-    def peak(values: list[int | None]) -> int | None:
-        present = [v for v in values if v is not None]
-        return max(present) if present else None
-
-    return Burst(
-        wall=middle.wall,
-        rss=max(b.rss for b in bursts),
-        pss=max(b.pss for b in bursts),
-        processes=max(b.processes for b in bursts),
-        connections=peak([b.connections for b in bursts]),
-        active=peak([b.active for b in bursts]),
-        workers=peak([b.workers for b in bursts]),
-        cpu=statistics.median(b.cpu for b in bursts),
-        web_cpu=statistics.median(b.web_cpu for b in bursts),
-        delays=[d for b in bursts for d in b.delays],
-        types=[t for b in bursts for t in b.types],
-        watch_errors=[e for b in bursts for e in b.watch_errors],
-        load=bursts[-1].load,
-    )
-
-
 def load_average() -> str:
     with open("/proc/loadavg") as loadavg:
         return " ".join(loadavg.read().split()[:3])
 
 
 # --- a stack, C after C -----------------------------------------------------------
-
-
-@dataclass
-class Row:
-    stack: str
-    settings: str
-    count: int
-    cold: Burst | None
-    warm: Burst
 
 
 def measure(
@@ -298,69 +218,6 @@ def measure(
     finally:
         stack.stop()
     return rows
-
-
-def _gib(value: int) -> str:
-    return f"{value / 2**30:.2f}"
-
-
-def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value:.0f}"
-
-
-def describe(name: str, result: Burst, one: float, ideal: float, count: int) -> str:
-    connections = (
-        "n/a"
-        if result.connections is None
-        else f"{result.connections} ({result.workers} the cluster's, {result.active} active)"
-    )
-    watched = f"{len(result.delays)} live events" + (
-        f", {len(result.watch_errors)} watchers lost: {result.watch_errors[0]}" if result.watch_errors else ""
-    )
-    return (
-        f"{name} {result.wall:6.2f} s = {result.wall / one:5.2f}x one run ({result.wall / ideal:.2f}x {ideal:g} s);"
-        f" RSS {_gib(result.rss)} GiB,"
-        f" PSS {_gib(result.pss)} GiB over {result.processes} processes;"
-        f" CPU cluster {result.cpu:.1f} s ({1000 * result.cpu / count:.0f} ms/run),"
-        f" daphne {result.web_cpu:.1f} s ({1000 * result.web_cpu / count:.0f} ms/run);"
-        f" db connections {connections};"
-        f" events p50 {_ms(result.percentile(0.5))} ms p99 {_ms(result.percentile(0.99))} ms ({watched});"
-        f" load {result.load}"
-        + (f"\n      events by type, p50 / p99 ms (count): {result.by_type()}" if result.types else "")
-    )
-
-
-def report(row: Row, one: float, ideal: float) -> None:
-    print(f"  C={row.count}:", flush=True)
-    if row.cold is not None:
-        print("    " + describe("cold", row.cold, one, ideal, row.count), flush=True)
-    print("    " + describe("warm", row.warm, one, ideal, row.count), flush=True)
-
-
-def table(rows: list[Row], ones: dict[tuple[str, str], float]) -> None:
-    print(
-        "\n| stack | settings | C | cold s (x one) | warm s (x one) | peak RSS GiB | peak PSS GiB | processes"
-        " | CPU ms/run cluster + daphne (warm) | db connections (cluster's) | events p50 / p99 ms (warm) | load after |"
-    )
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
-    for row in rows:
-        one = ones[(row.stack, row.settings)]
-        cold = "-" if row.cold is None else f"{row.cold.wall:.1f} ({row.cold.wall / one:.2f}x)"
-        bursts = [b for b in (row.cold, row.warm) if b is not None]
-        connections = (
-            "n/a"
-            if row.warm.connections is None
-            else (f"{max(b.connections or 0 for b in bursts)} ({max(b.workers or 0 for b in bursts)})")
-        )
-        print(
-            f"| {STACKS[row.stack][0]} | {row.settings} | {row.count}"
-            f" | {cold} | {row.warm.wall:.1f} ({row.warm.wall / one:.2f}x)"
-            f" | {_gib(max(b.rss for b in bursts))} | {_gib(max(b.pss for b in bursts))}"
-            f" | {max(b.processes for b in bursts)}"
-            f" | {1000 * row.warm.cpu / row.count:.0f} + {1000 * row.warm.web_cpu / row.count:.0f}"
-            f" | {connections}"
-            f" | {_ms(row.warm.percentile(0.5))} / {_ms(row.warm.percentile(0.99))} | {row.warm.load} |"
-        )
 
 
 def parse_env(text: str) -> dict[str, str]:
