@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.cluster_sampling import CLUSTER_APP, Sampler, group_cpu, wait_ready  # noqa: E402
 from bench.density_report import STACKS, Burst, Row, pooled, report, table  # noqa: E402
-from bench.event_latency import watch_delays  # noqa: E402
+from bench.event_latency import track_commit_times, watch_delays, written_delays  # noqa: E402
 from bench.harness import start_scripted_model  # noqa: E402
 from tests.e2e.stack import Stack  # noqa: E402
 from tests.scripted_llm import Reply, ToolCall  # noqa: E402
@@ -80,11 +80,14 @@ class Watcher(threading.Thread):
         self.stack, self.trace_id = stack, trace_id
         self.delays: list[float] = []
         self.types: list[str] = []
+        self.ids: list[int] = []
         self.error: str | None = None
 
     def run(self) -> None:
         try:
-            self.delays = watch_delays(self.stack, self.trace_id, timeout=3600, types=self.types)
+            self.delays = watch_delays(
+                self.stack, self.trace_id, timeout=3600, types=self.types, ids=self.ids
+            )
         except Exception as error:  # a lost watcher costs its figures, not the burst
             self.error = f"{type(error).__name__}: {error}"
 
@@ -168,6 +171,7 @@ def burst(stack: Stack, cluster: subprocess.Popen[bytes], count: int, watchers: 
         cpu=cpu,
         web_cpu=web_cpu,
         delays=[delay for watcher in watching for delay in watcher.delays],
+        written=[w for watcher in watching for w in written_delays(stack, watcher.trace_id, watcher.ids)],
         types=[kind for watcher in watching for kind in watcher.types],
         watch_errors=[watcher.error for watcher in watching if watcher.error],
         load=load_average(),
@@ -192,6 +196,8 @@ def measure(
     try:
         if "AGENT_WORKERS" not in env:
             stack.env.pop("AGENT_WORKERS")  # Stack's test default (2); here the service's own
+        if stack.pg is not None:
+            track_commit_times(stack)
         stack.env["PGAPPNAME"] = CLUSTER_APP  # libpq's default application_name; daphne started without
         one: float | None = None
         for count in args.concurrency:

@@ -28,6 +28,8 @@ class Burst:
     web_cpu: float = 0.0  # of daphne (the POSTs, the watchers' sockets, the count polls)
     delays: list[float] = field(default_factory=list)
     types: list[str] = field(default_factory=list)  # each delay's event type
+    # each delay's part from creation to commit (PostgreSQL's commit timestamp; None on SQLite)
+    written: list[float | None] = field(default_factory=list)
     watch_errors: list[str] = field(default_factory=list)
     load: str = ""
 
@@ -39,6 +41,23 @@ class Burst:
             return None
         ordered = sorted(delays)
         return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] * 1000
+
+    def split(self) -> str:
+        """p50 / p99 ms of each delay's two parts: created -> committed (the worker),
+        committed -> received (delivery); "" without commit times."""
+        pairs = [(w, d - w) for w, d in zip(self.written, self.delays, strict=True) if w is not None]
+        if not pairs:
+            return ""
+
+        def figures(values: list[float]) -> str:
+            ordered = sorted(values)
+            at = [ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] * 1000 for q in (0.5, 0.99)]
+            return f"{at[0]:.0f} / {at[1]:.0f}"
+
+        return (
+            f"created -> committed {figures([w for w, _ in pairs])},"
+            f" committed -> received {figures([r for _, r in pairs])} ({len(pairs)} events)"
+        )
 
     def by_type(self) -> str:
         """p50 / p99 ms per event type, the latest first: which events carry the tail."""
@@ -73,6 +92,7 @@ def pooled(bursts: list[Burst]) -> Burst:
         web_cpu=statistics.median(b.web_cpu for b in bursts),
         delays=[d for b in bursts for d in b.delays],
         types=[t for b in bursts for t in b.types],
+        written=[w for b in bursts for w in b.written],
         watch_errors=[e for b in bursts for e in b.watch_errors],
         load=bursts[-1].load,
     )
@@ -114,6 +134,7 @@ def describe(name: str, result: Burst, one: float, ideal: float, count: int) -> 
         f" events p50 {_ms(result.percentile(0.5))} ms p99 {_ms(result.percentile(0.99))} ms ({watched});"
         f" load {result.load}"
         + (f"\n      events by type, p50 / p99 ms (count): {result.by_type()}" if result.types else "")
+        + (f"\n      events' parts, p50 / p99 ms: {result.split()}" if result.split() else "")
     )
 
 

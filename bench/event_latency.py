@@ -12,7 +12,9 @@ seconds, so events arrive spread out as in a real run) and is watched live. An
 event's latency is the client's receive time minus the event's `created_at`,
 stamped in the worker inside the transaction just before it commits; events
 committed before the client connected are a replay and not counted. Prints
-p50 / p99 per configuration and the load average. Not a test; nothing is asserted.
+p50 / p99 per configuration and the load average; on PostgreSQL also each part's
+(`committed_*`: created -> committed, from PostgreSQL's commit timestamps;
+`delivered_*`: committed -> received). Not a test; nothing is asserted.
 
     python bench/event_latency.py                    # all three configurations
     python bench/event_latency.py --only sqlite --runs 5
@@ -36,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.e2e.stack import Stack  # noqa: E402
+from tests.e2e.stack import Stack, kill_group  # noqa: E402
 from tests.scripted_llm import Reply, ScriptedLLM, ToolCall  # noqa: E402
 
 END = ("final", "error", "stopped")
@@ -48,11 +50,16 @@ CONFIGURATIONS = {
 
 
 def watch_delays(
-    stack: Stack, trace_id: str, *, timeout: float = 120, types: list[str] | None = None
+    stack: Stack,
+    trace_id: str,
+    *,
+    timeout: float = 120,
+    types: list[str] | None = None,
+    ids: list[int] | None = None,
 ) -> list[float]:
-    """Seconds from commit to receipt of each event of `trace_id` committed after the
+    """Seconds from creation to receipt of each event of `trace_id` created after the
     watch connected, until the run ends (the socket is read in this thread); each
-    event's type is appended to `types` when given."""
+    event's type (event_id) is appended to `types` (`ids`) when given."""
     delays: list[float] = []
     with stack.watch(trace_id) as socket_:
         connected = time.time()
@@ -64,8 +71,41 @@ def watch_delays(
                 delays.append(received - created)
                 if types is not None:
                     types.append(event["type"])
+                if ids is not None:
+                    ids.append(event["event_id"])
             if event["type"] in END:
                 return delays
+
+
+def track_commit_times(stack: Stack) -> None:
+    """Have PostgreSQL keep each transaction's commit time (a restart; daphne too, as its
+    connections die with it), so a delay splits into the worker's part and delivery's."""
+    import psycopg
+
+    assert stack.pg is not None and stack.daphne is not None
+    with psycopg.connect(stack.pg.url, autocommit=True) as db:
+        db.execute("ALTER SYSTEM SET track_commit_timestamp = on")
+    stack.pg.restart()
+    kill_group(stack.daphne)
+    stack.daphne.wait()
+    stack.daphne, stack.port = stack._start_daphne("daphne-bench")
+
+
+def written_delays(stack: Stack, trace_id: str, ids: list[int]) -> list[float | None]:
+    """Seconds from creation to commit (PostgreSQL's commit timestamp, see
+    `track_commit_times`) of the events `ids` of `trace_id`; None where unknown (SQLite)."""
+    if stack.pg is None:
+        return [None] * len(ids)
+    import psycopg
+
+    with psycopg.connect(stack.pg.url) as db:
+        rows = db.execute(
+            "SELECT event_id, extract(epoch FROM pg_xact_commit_timestamp(xmin) - created_at)"
+            " FROM traces_traceevent WHERE trace_id = %s",
+            [trace_id],
+        ).fetchall()
+    written = {event_id: float(seconds) for event_id, seconds in rows if seconds is not None}
+    return [written.get(event_id) for event_id in ids]
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -94,7 +134,10 @@ def start(stack: Stack, task: str) -> str:
     return body["trace_id"]
 
 
-def one_run_delays(stack: Stack, model: ScriptedLLM, rounds: int, delay: float) -> list[float]:
+def one_run_delays(
+    stack: Stack, model: ScriptedLLM, rounds: int, delay: float, written: list[float | None] | None = None
+) -> list[float]:
+    """One watched run's delays; each one's created -> committed part appended to `written`."""
     model.reset()
     # Distinct calls: the loop detector (G6) would end a run repeating one call.
     writes = [
@@ -102,7 +145,11 @@ def one_run_delays(stack: Stack, model: ScriptedLLM, rounds: int, delay: float) 
         for i in range(rounds)
     ]
     model.script("scripted", [*writes, Reply(text="done", delay=delay)])
-    return watch_delays(stack, start(stack, f"write {rounds} files"))
+    trace_id, ids = start(stack, f"write {rounds} files"), []
+    delays = watch_delays(stack, trace_id, ids=ids)
+    if written is not None:
+        written.extend(written_delays(stack, trace_id, ids))
+    return delays
 
 
 def measure(
@@ -110,11 +157,20 @@ def measure(
 ) -> dict[str, Any]:
     stack = Stack(model_url=model.url, redis=redis, postgres=postgres, workers=2, AGENT_STREAM="false")
     try:
+        if postgres:
+            track_commit_times(stack)
         one_run_delays(stack, model, 2, delay)  # warm the worker and daphne up
-        delays = [d for _ in range(runs) for d in one_run_delays(stack, model, rounds, delay)]
+        written: list[float | None] = []
+        delays = [d for _ in range(runs) for d in one_run_delays(stack, model, rounds, delay, written)]
     finally:
         stack.stop()
-    return latency_figures(delays)
+    figures: dict[str, Any] = latency_figures(delays)
+    pairs = [(w, d - w) for w, d in zip(written, delays, strict=True) if w is not None]
+    if pairs:  # PostgreSQL: the worker's part and delivery's
+        for name, values in (("committed", [w for w, _ in pairs]), ("delivered", [r for _, r in pairs])):
+            figures[f"{name}_p50_ms"] = round(percentile(values, 0.5) * 1000, 1)
+            figures[f"{name}_p99_ms"] = round(percentile(values, 0.99) * 1000, 1)
+    return figures
 
 
 def load_average() -> str:
