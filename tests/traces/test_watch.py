@@ -156,25 +156,25 @@ async def test_live_events_arrive_on_the_doorbell_without_waiting_for_the_poll(s
 
 
 async def test_a_ring_during_the_first_read_of_the_heads_is_not_lost(settings, monkeypatch):
-    """A worker commits and rings while the new socket's first read of the heads is in
-    flight and saw the trace before that commit (nothing past the client's cursor, so no
-    events are read): the ring still wakes the pump."""
+    """A worker commits and rings while the new socket's first read (heads and events) is
+    in flight and saw the trace before that commit (nothing past the client's cursor, so
+    no events are read): the ring still wakes the pump."""
     settings.AGENT_WATCH_POLL_SECONDS = 30  # only the doorbell can deliver in time
     user, key = await user_with_token("integrator")
     trace_id = await trace_with_events(user, 1)
-    real = consumers.awatched_heads
+    real = consumers.aheads_and_events
     calls = 0
 
     async def read_then_a_commit(*args: Any, **kwargs: Any) -> Any:
         nonlocal calls
         calls += 1
-        heads = await real(*args, **kwargs)
+        read = await real(*args, **kwargs)
         if calls == 1:  # the worker's commit and ring, after our read
             await aappend_events(trace_id, 1)
             await asyncio.sleep(0.2)  # the ring is dispatched to the consumer meanwhile
-        return heads
+        return read
 
-    monkeypatch.setattr(consumers, "awatched_heads", read_then_a_commit)
+    monkeypatch.setattr(consumers, "aheads_and_events", read_then_a_commit)
     comm = watch(trace_id, token=key, query="since=1")
     assert (await comm.connect())[0]
     assert await receive_ids(comm, 1, timeout=2) == [2]

@@ -10,10 +10,11 @@ names its `trace_id`; per trace, events come in order.
 
 The TraceEvent table is the log; the channel layer is only a doorbell. On
 connect the consumer joins the trace's group (traces/doorbell.py), then a pump
-task, each cycle, reads which traces it streams and their newest event ids
-(traces/events/cursors.py; this also finds new sub-traces and joins their
-groups), sends every persisted event past each trace's cursor, in order, and
-waits for a ring (or a poll timeout) before reading again. Because every send
+task, each cycle, reads in one trip to a read thread which traces it streams,
+their newest event ids and the persisted events past each one's cursor
+(traces/events/cursors.py:heads_and_events; this also finds new sub-traces,
+whose groups it then joins), sends those events, in order, and waits for a ring
+(or a poll timeout) before reading again. Because every send
 comes from the table and each cursor only moves forward, delivery is gap-free
 and duplicate-free per trace across reconnects, with no expiry, on any channel
 layer:
@@ -62,7 +63,7 @@ from channels.utils import await_many_dispatch
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
-from traces.events.cursors import Head, WatchCursors, events_after, parse_watch_query, watched_heads
+from traces.events.cursors import Head, WatchCursors, heads_and_events, parse_watch_query
 from traces.events.doorbell import group_for, listen
 from traces.events.reads import read
 from traces.selectors import traces_visible_to
@@ -94,14 +95,12 @@ async def atrace_visible(user: Any, trace_id: str) -> bool:
     return await read(trace_visible, user, trace_id)
 
 
-async def awatched_heads(
-    user: Any, root_id: str, *, known: Mapping[str, int], children: bool
-) -> dict[str, Head]:
-    return await read(watched_heads, user, root_id, known=known, children=children)
-
-
-async def aevents_after(cursors: Mapping[str, int], limit: int) -> list[dict[str, Any]]:
-    return await read(events_after, cursors, limit)
+async def aheads_and_events(
+    user: Any, root_id: str, *, known: Mapping[str, int], children: bool, cursors: Mapping[str, int]
+) -> tuple[dict[str, Head], list[dict[str, Any]]]:
+    return await read(
+        heads_and_events, user, root_id, known=known, children=children, cursors=cursors, limit=BATCH
+    )
 
 
 class TraceWatchConsumer(AsyncJsonWebsocketConsumer):
@@ -270,16 +269,19 @@ class TraceWatchConsumer(AsyncJsonWebsocketConsumer):
             if self.degraded:
                 await self._rejoin()
             await self._send_status()
-            heads = await awatched_heads(
-                self.user, self.trace_id, known=watched.depths(), children=watched.children
+            heads, batch = await aheads_and_events(
+                self.user,
+                self.trace_id,
+                known=watched.depths(),
+                children=watched.children,
+                cursors=dict(watched.cursors),
             )
             joined, left = watched.update(heads)
             await self._leave(left)
             if await self._join(joined):
-                # A new sub-trace's events committed before the join rang no one here.
+                # A new trace's events committed after the read and before the join rang
+                # no one here: read again.
                 self.bell.set()
-            behind = watched.behind()
-            batch = await aevents_after(behind, BATCH) if behind else []
             for event in batch:
                 await self.send_json(event)
                 watched.advance(event)

@@ -3,13 +3,14 @@
 Event ids count per trace, so a socket that streams a trace and (with
 `children=1`) its sub-traces keeps one cursor per trace. Each cycle of the pump:
 
-1. `watched_heads` reads the streamed traces' `last_event_id` and finds new
-   descendants in one query: the root plus the children of every trace already
-   streamed. Only a newly found level costs one more query (a new child's own
-   children), so discovery has no N+1 however many events flow.
+1. `heads_and_events`, one trip to a read thread: `watched_heads` reads the
+   streamed traces' `last_event_id` and finds new descendants in one query: the
+   root plus the children of every trace already streamed. Only a newly found
+   level costs one more query (a new child's own children), so discovery has no
+   N+1 however many events flow. Then `events_after` reads the events past the
+   cursors of those whose head moved, in (trace, event id) order, in one query.
 2. `WatchCursors.update` takes the new set of traces (their doorbell groups to
-   join and leave) and `behind` names those with events past their cursor.
-3. `events_after` reads those events, in (trace, event id) order, in one query.
+   join and leave); the events are sent and the cursors moved.
 
 `Trace.last_event_id` is every trace's event-id counter, moved in the same
 transaction that writes the rows (runner/store.py, events/__init__.py), so a
@@ -145,6 +146,32 @@ def _tree(root_id: str, found: Mapping[str, tuple[str | None, int]]) -> dict[str
     return heads
 
 
+def heads_and_events(
+    user: Any,
+    root_id: str,
+    *,
+    known: Mapping[str, int],
+    children: bool,
+    cursors: Mapping[str, int],
+    limit: int,
+) -> tuple[dict[str, Head], list[dict[str, Any]]]:
+    """A pump cycle's one read (one trip to a read thread, traces/events/reads.py):
+    `watched_heads`, then up to `limit` events of those heads past their cursor in
+    `cursors`. A trace found new is read before the socket joins its doorbell group:
+    the consumer reads again after the join, so a commit in between is not missed."""
+    heads = watched_heads(user, root_id, known=known, children=children)
+    return heads, events_after(_behind(heads, cursors), limit)
+
+
+def _behind(heads: Mapping[str, Head], cursors: Mapping[str, int]) -> dict[str, int]:
+    """The traces of `heads` with events past their cursor, and their cursors."""
+    return {
+        trace_id: cursors.get(trace_id, 0)
+        for trace_id, head in heads.items()
+        if head.last_event_id > cursors.get(trace_id, 0)
+    }
+
+
 def events_after(cursors: Mapping[str, int], limit: int) -> list[dict[str, Any]]:
     """Up to `limit` events of the given traces after each one's cursor, per trace in order."""
     if not cursors:
@@ -184,14 +211,6 @@ class WatchCursors:
 
     def cursor(self, trace_id: str) -> int:
         return self.cursors.get(trace_id, 0)
-
-    def behind(self) -> dict[str, int]:
-        """The streamed traces with events past their cursor, and their cursors."""
-        return {
-            trace_id: self.cursor(trace_id)
-            for trace_id, head in self.streamed.items()
-            if head.last_event_id > self.cursor(trace_id)
-        }
 
     def advance(self, event: dict[str, Any]) -> None:
         """`event` was sent."""
