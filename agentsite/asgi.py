@@ -6,6 +6,8 @@ import os
 
 from django.core.asgi import get_asgi_application
 
+from agentsite import heap
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
 django_asgi_app = get_asgi_application()
 
@@ -23,3 +25,6 @@ application = ProtocolTypeRouter(
         "websocket": websocket_auth_stack(websocket_router),
     }
 )
+
+# Startup's objects out of the full collections' walk (agentsite/heap.py).
+heap.settle()

@@ -21,7 +21,6 @@ worker that recycles or stops lets its runs finish before the process exits.
 from __future__ import annotations
 
 import concurrent.futures
-import gc
 import logging
 import threading
 from collections.abc import Callable
@@ -31,6 +30,7 @@ from django.conf import settings
 from django.db import connections
 from django.utils import timezone
 
+from agentsite import heap
 from traces.models import Trace, TraceStatus
 from traces.process_local import PerProcess
 from traces.runner import AgentRunner, LeaseLost, RunConfig, RunConflict, RunError
@@ -245,9 +245,8 @@ def preload() -> None:
                 pass
     # What is loaded now stays shared with the forked workers: the collector no
     # longer walks (and so writes to) these objects, which would copy their pages
-    # into every worker on its first collections (Python's documented use of freeze).
-    gc.collect()
-    gc.freeze()
+    # into every worker on its first collections (agentsite/heap.py).
+    heap.settle()
 
 
 _host = PerProcess(lambda: RunHost(settings.AGENT_RUNS_PER_WORKER))

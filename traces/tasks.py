@@ -11,6 +11,7 @@ from typing import Any
 
 from django.conf import settings
 
+from agentsite import heap
 from traces import sweeper
 from traces.runhost import FULL, reservation_touch, run_host, run_in_this_thread
 from traces.runner import RunConfig
@@ -134,3 +135,4 @@ def on_worker_start(sender: Any = None, proc_name: str = "", **kwargs: Any) -> N
     except Exception:
         logger.exception("stale-run sweep at worker start (%s) failed", proc_name)
     sweeper.start()  # and every AGENT_SWEEP_SECONDS from now on
+    heap.settle()  # what this process made at its start, out of full collections' way

@@ -1,0 +1,42 @@
+"""Long-lived processes freeze what they loaded at start (agentsite/heap.py, issue 18):
+full collections no longer walk it. Run in subprocesses: a freeze is for the life of
+the process, and the test process is not one to freeze."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def python(code: str) -> str:
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "agentsite.settings"}
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout.strip()
+
+
+def test_settle_collects_startup_garbage_then_freezes_the_rest():
+    out = python(
+        "import gc, weakref\n"
+        "from agentsite import heap\n"
+        "class Node: pass\n"
+        "kept, lost = Node(), Node()\n"
+        "lost.me = lost  # a cycle nobody holds: garbage\n"
+        "gone = weakref.ref(lost)\n"
+        "del lost\n"
+        "gc.disable()  # only settle may collect it\n"
+        "frozen = heap.settle()\n"
+        "print(gone() is None, frozen == gc.get_freeze_count() > 0, len(gc.get_objects()) < frozen)"
+    )
+    assert out == "True True True"
+
+
+def test_the_asgi_application_freezes_what_it_loaded():
+    out = python("import gc\nimport agentsite.asgi\nprint(gc.get_freeze_count())")
+    assert int(out) > 100_000  # Django, Channels, DRF, the apps: hundreds of thousands of objects
