@@ -8,7 +8,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -257,10 +256,8 @@ def test_show_pages_a_10000_message_trace_in_a_few_queries():
     trace = linear_trace(10_000)
 
     with CaptureQueriesContext(connection) as queries:
-        started = time.monotonic()
         tail = show(trace.trace_id, "--last", "5")
-        elapsed = time.monotonic() - started
-    assert len(queries) <= 5 and elapsed < 5
+    assert len(queries) <= 5  # the page, not the history: its speed is bench's, not a timed test's
     shown = re.findall(r"^\[\s*(\d+)\]", tail, re.M)
     assert shown == ["9996", "9997", "9998", "9999", "10000"]
     assert f"... 9995 earlier: run_agent --show {trace.trace_id} --from 9991 --last 5" in tail
