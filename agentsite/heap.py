@@ -1,11 +1,11 @@
 """What a long-lived process loaded at start, out of the cycle collector's way (issue 18).
 
 CPython's full (generation 2) collection walks every container object the process
-holds. A web server or worker holds a million or more of them once Django,
-litellm, the OpenAI SDK and the tools are imported, and each full collection
-walked them all while holding the interpreter lock: during a 64-run burst
-bench/density.py logged pauses of 65-410 ms in daphne and in each worker, which
-stalled every socket or run of that process and made the live events' p99.
+holds. Once Django, litellm, the OpenAI SDK and the tools are imported that is
+~0.23 million objects in daphne and ~0.5 million in a worker, walked on every full
+collection with the interpreter lock held: during 64-run bursts a `gc.callbacks` log
+showed daphne's full collections taking 65-405 ms (32-151 ms after this) and the
+workers' 150-500 ms (still so after this: what runs make since start is not frozen).
 
 `settle` collects what startup left as garbage, then `gc.freeze()`s the rest:
 frozen objects are never walked again (they are still freed by reference counting

@@ -7,6 +7,8 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 
+from bench.event_latency import parts, percentile
+
 # --stacks: name -> (label, PostgreSQL, Redis)
 STACKS = {
     "sqlite": ("SQLite", False, False),
@@ -37,26 +39,21 @@ class Burst:
         delays = (
             [d for d, t in zip(self.delays, self.types, strict=True) if t == kind] if kind else self.delays
         )
-        if not delays:
-            return None
-        ordered = sorted(delays)
-        return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] * 1000
+        return percentile(delays, q) * 1000 if delays else None
 
     def split(self) -> str:
         """p50 / p99 ms of each delay's two parts: created -> committed (the worker),
         committed -> received (delivery); "" without commit times."""
-        pairs = [(w, d - w) for w, d in zip(self.written, self.delays, strict=True) if w is not None]
-        if not pairs:
+        committed, delivered = parts(self.written, self.delays)
+        if not committed:
             return ""
 
         def figures(values: list[float]) -> str:
-            ordered = sorted(values)
-            at = [ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] * 1000 for q in (0.5, 0.99)]
-            return f"{at[0]:.0f} / {at[1]:.0f}"
+            return f"{percentile(values, 0.5) * 1000:.0f} / {percentile(values, 0.99) * 1000:.0f}"
 
         return (
-            f"created -> committed {figures([w for w, _ in pairs])},"
-            f" committed -> received {figures([r for _, r in pairs])} ({len(pairs)} events)"
+            f"created -> committed {figures(committed)},"
+            f" committed -> received {figures(delivered)} ({len(committed)} events)"
         )
 
     def by_type(self) -> str:
@@ -134,7 +131,7 @@ def describe(name: str, result: Burst, one: float, ideal: float, count: int) -> 
         f" events p50 {_ms(result.percentile(0.5))} ms p99 {_ms(result.percentile(0.99))} ms ({watched});"
         f" load {result.load}"
         + (f"\n      events by type, p50 / p99 ms (count): {result.by_type()}" if result.types else "")
-        + (f"\n      events' parts, p50 / p99 ms: {result.split()}" if result.split() else "")
+        + (f"\n      events' parts, p50 / p99 ms: {split}" if (split := result.split()) else "")
     )
 
 

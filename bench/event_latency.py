@@ -108,6 +108,13 @@ def written_delays(stack: Stack, trace_id: str, ids: list[int]) -> list[float | 
     return [written.get(event_id) for event_id in ids]
 
 
+def parts(written: list[float | None], delays: list[float]) -> tuple[list[float], list[float]]:
+    """Each delay with a known commit time (`written_delays`) split in two: created ->
+    committed, and committed -> received."""
+    pairs = [(w, d - w) for w, d in zip(written, delays, strict=True) if w is not None]
+    return [w for w, _ in pairs], [r for _, r in pairs]
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -165,9 +172,9 @@ def measure(
     finally:
         stack.stop()
     figures: dict[str, Any] = latency_figures(delays)
-    pairs = [(w, d - w) for w, d in zip(written, delays, strict=True) if w is not None]
-    if pairs:  # PostgreSQL: the worker's part and delivery's
-        for name, values in (("committed", [w for w, _ in pairs]), ("delivered", [r for _, r in pairs])):
+    committed, delivered = parts(written, delays)
+    if committed:  # PostgreSQL: the worker's part and delivery's
+        for name, values in (("committed", committed), ("delivered", delivered)):
             figures[f"{name}_p50_ms"] = round(percentile(values, 0.5) * 1000, 1)
             figures[f"{name}_p99_ms"] = round(percentile(values, 0.99) * 1000, 1)
     return figures
