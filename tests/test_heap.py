@@ -40,3 +40,22 @@ def test_settle_collects_startup_garbage_then_freezes_the_rest():
 def test_the_asgi_application_freezes_what_it_loaded():
     out = python("import gc\nimport agentsite.asgi\nprint(gc.get_freeze_count())")
     assert int(out) > 100_000  # Django, Channels, DRF, the apps: hundreds of thousands of objects
+
+
+def test_a_deferring_process_collects_in_full_when_told_and_less_often_by_itself():
+    out = python(
+        "import gc, weakref\n"
+        "from agentsite import heap\n"
+        "class Node: pass\n"
+        "def garbage():\n"
+        "    node = Node()\n"
+        "    node.me = node  # a cycle: only the collector frees it\n"
+        "    return weakref.ref(node)\n"
+        "gc.disable()  # only the calls below may collect\n"
+        "first = garbage()\n"
+        "print(heap.collect_if_deferred(), first() is not None)  # not deferred: CPython's schedule\n"
+        "heap.defer_full_collections()\n"
+        "print(gc.get_threshold()[2] == heap.FULL_COLLECTION_EVERY > 10)\n"
+        "print(heap.collect_if_deferred() > 0, first() is None)"
+    )
+    assert out.split() == ["0", "True", "True", "True", "True"]

@@ -106,10 +106,13 @@ class RunHost:
             connections.close_all()  # this thread's connections; a pool gets them back
             with self._lock:
                 self._running.pop(ident, None)
+                idle = not self._running
             self._slots.release()
             # A run that never claimed is let go before its caller hears so: when
             # start() answers SKIPPED, the host no longer holds it nor its slot.
             handed.done(outcome)
+            if idle:  # no run waits on this process: the collector's pause costs none
+                heap.collect_if_deferred()
 
 
 class _Handoff:

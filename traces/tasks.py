@@ -136,3 +136,4 @@ def on_worker_start(sender: Any = None, proc_name: str = "", **kwargs: Any) -> N
         logger.exception("stale-run sweep at worker start (%s) failed", proc_name)
     sweeper.start()  # and every AGENT_SWEEP_SECONDS from now on
     heap.settle()  # what this process made at its start, out of full collections' way
+    heap.defer_full_collections()  # to when its runs are done (RunHost._run)

@@ -4,8 +4,10 @@ scripted model; the model holds its reply until the test lets it go."""
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
+import weakref
 from dataclasses import asdict
 from datetime import timedelta
 from typing import Any
@@ -14,6 +16,7 @@ import pytest
 from django.db.models import F
 from django.utils import timezone
 
+from agentsite import heap
 from tests.scripted_llm import Reply
 from traces.models import Message, Trace, TraceStatus
 from traces.runhost import CLAIMED, FULL, SKIPPED, RunHost
@@ -151,3 +154,55 @@ def test_waiting_runs_see_a_stop_and_a_lost_lease_while_their_model_call_is_held
     row = Trace.objects.get(pk=superseded)
     assert (row.status, row.run_token) == (TraceStatus.RUNNING, 3)  # the other run's, untouched
     assert not Message.objects.filter(trace_id=superseded, role="assistant").exists()  # fenced
+
+
+@pytest.fixture
+def deferred_collections():
+    """This (test) process deferring its full collections as a worker does, and not
+    collecting by itself: only the run host's collection may free a cycle."""
+    threshold, enabled = gc.get_threshold(), gc.isenabled()
+    heap.defer_full_collections()
+    gc.disable()
+    yield
+    heap._deferred = False
+    gc.set_threshold(*threshold)
+    if enabled:
+        gc.enable()
+
+
+class Node:
+    me: Node
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_host_collects_in_full_when_its_last_run_ends(
+    integrator, llm, workspace_root, deferred_collections
+):
+    gates = {"first": threading.Event(), "second": threading.Event()}
+
+    def held(body: dict[str, Any]) -> Reply:
+        gates[body["messages"][-1]["content"]].wait(60)
+        return Reply(text="done")
+
+    llm.script("scripted", [held, held])
+    node = Node()
+    node.me = node  # garbage in a reference cycle, made before the runs
+    garbage = weakref.ref(node)
+    del node
+    host = RunHost(capacity=2)
+    threads = {}
+    try:
+        for name in gates:
+            trace_id, config = reserved(integrator)
+            assert host.start(trace_id, [{"role": "user", "content": name}], config) == CLAIMED
+            threads[name] = next(t for t in threading.enumerate() if t.name == f"run {trace_id}")
+        gates["first"].set()
+        threads["first"].join(60)
+        assert not threads["first"].is_alive()
+        assert garbage() is not None  # a run still goes on: no pause for it
+    finally:
+        for gate in gates.values():
+            gate.set()
+    threads["second"].join(60)
+    assert not threads["second"].is_alive()
+    assert garbage() is None  # the last run's end collected
