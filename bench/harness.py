@@ -32,7 +32,8 @@ def start_scripted_model(
     reply: Callable[[dict[str, Any]], Any],
 ) -> tuple[multiprocessing.process.BaseProcess, str]:
     """tests/scripted_llm.py answering every request with `reply(body)`, in a forked process
-    of its own (its CPU and threads apart from the bench's); the process and its /v1 URL.
+    of its own (its CPU and threads apart from the bench's, its collector off); the process
+    and its /v1 URL.
     Call it before Django or any thread of the bench starts (fork)."""
     context = multiprocessing.get_context("fork")
     port = context.Value("i", 0)
@@ -47,10 +48,17 @@ def start_scripted_model(
 
 
 def _serve_scripted(reply: Callable[[dict[str, Any]], Any], port: Any) -> None:
+    import gc
     import threading
 
     from tests.scripted_llm import ScriptedLLM
 
+    # A provider does not pause for our collector: in this process a full collection
+    # (up to 183 ms logged during a 64-run burst) stalled every stream at once, and the
+    # workers then took the stalled chunks all together. Off for the bench's life: its
+    # garbage is ~75 KB a request (RSS 21 -> 81 MB over density.py's 64-run stacks).
+    gc.freeze()
+    gc.disable()
     port.value = ScriptedLLM(default=reply).start().port
     threading.Event().wait()
 
