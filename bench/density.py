@@ -49,7 +49,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.cluster_sampling import CLUSTER_APP, Sampler, group_cpu, wait_ready  # noqa: E402
 from bench.density_report import STACKS, Burst, Row, pooled, report, table  # noqa: E402
-from bench.event_latency import track_commit_times, watch_delays, written_delays  # noqa: E402
+from bench.event_latency import percentile, track_commit_times, watch_delays, written_delays  # noqa: E402
 from bench.harness import start_scripted_model  # noqa: E402
 from tests.e2e.stack import Stack  # noqa: E402
 from tests.scripted_llm import Reply, ToolCall  # noqa: E402
@@ -213,8 +213,10 @@ def measure(
             for index in range(args.warm):
                 warms.append(burst(stack, cluster, count, args.watchers, args.timeout))
                 if args.warm > 1:
+                    delays = warms[-1].delays
+                    p99 = f", events p99 {percentile(delays, 0.99) * 1000:.0f} ms" if delays else ""
                     print(
-                        f"    (C={count}, warm burst {index + 1} of {args.warm}: {warms[-1].wall:.2f} s)",
+                        f"    (C={count}, warm burst {index + 1} of {args.warm}: {warms[-1].wall:.2f} s{p99})",
                         flush=True,
                     )
             warm = pooled(warms)
