@@ -18,9 +18,10 @@ collector no longer writes to them), each worker at django-q2's post_spawn
 
 What a worker's runs make is not frozen: each streamed model call leaves ~390
 objects in reference cycles (litellm's stream wrapper and its logging object, the
-stream's chunks; ~95 a plain call), so a worker's full collections walk and free
-tens of thousands of them. During a 64-run burst such a collection held a worker's
-16 runs for 200-500 ms (the lock is let go and taken back while garbage is freed,
+stream's chunks; ~95 a plain call; counted against the scripted model, whose
+HTTP/1.0 replies also leave each call's connection behind), so a worker's full
+collections walk and free tens of thousands of them. During a 64-run burst such a
+collection held a worker's 16 runs for 66-520 ms (the lock is let go and taken back while garbage is freed,
 and every thread of the process wants it). `defer_full_collections` (each worker, at
 its start) raises CPython's third threshold from 10 to `FULL_COLLECTION_EVERY`, and
 the run host collects in full when its last run ends

@@ -20,7 +20,8 @@ replay, not counted); the load average after the burst.
 
 The model is tests/scripted_llm.py in its own process (so its threads do not share
 the watchers' interpreter lock), with its collector off (bench/harness.py: a provider
-does not pause for ours; a 183 ms full collection there stalled all 64 streams). Not a test; nothing is asserted. Usage:
+does not pause for ours; a 183 ms full collection there stalled all 64 streams).
+Not a test; nothing is asserted. Usage:
 
     python bench/density.py                                   # C=1,16,64, both stacks, default settings
     python bench/density.py --quick                           # smoke check: C=1,4
