@@ -1,12 +1,11 @@
-"""ASGI entry point: HTTP through Django, WebSockets through Channels."""
+"""ASGI entry point: HTTP through Django (agentsite/web.py), WebSockets through Channels."""
 
 from __future__ import annotations
 
 import os
 
-from django.core.asgi import get_asgi_application
-
 from agentsite import heap
+from agentsite.web import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
 django_asgi_app = get_asgi_application()

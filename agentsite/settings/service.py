@@ -77,6 +77,11 @@ AGENT_WATCH_DEGRADED_POLL_SECONDS = env_float("AGENT_WATCH_DEGRADED_POLL_SECONDS
 # traces/events/reads.py).
 AGENT_WATCH_READ_THREADS = env_int("AGENT_WATCH_READ_THREADS", 4, minimum=1)
 AGENT_WATCH_READ_IDLE_SECONDS = env_float("AGENT_WATCH_READ_IDLE_SECONDS", 30.0, minimum=0.0)
+# A web server process runs Django's requests on this many threads, each keeping its
+# database connection until idle this long (0: close after every request;
+# agentsite/web.py). More concurrent requests wait for a thread.
+AGENT_WEB_THREADS = env_int("AGENT_WEB_THREADS", 8, minimum=1)
+AGENT_WEB_IDLE_SECONDS = env_float("AGENT_WEB_IDLE_SECONDS", 30.0, minimum=0.0)
 
 # A run may take long; its own lease and heartbeat (W5) guard it, so the
 # broker's timeout only bounds a wedged task. timeout must stay below retry.
