@@ -19,9 +19,9 @@ request, where a pool would hold it for its timeout.
 
 Unchanged, on the event loop as Django does it: reading the body, the
 request_started / request_finished signals, sending the response (streamed bodies
-too), noticing a client that went away. A request whose client went away still
-runs to its end on its thread, as under Django's own handler. More concurrent
-requests than threads wait in the queue. A view's `async_to_sync` lands on the
+too), noticing a client that went away. More concurrent requests than threads wait
+in the queue; one whose client goes away while it waits is dropped there, one
+already on its thread runs to its end, as under Django's own handler. A view's `async_to_sync` lands on the
 server's loop, as under `sync_to_async` (traces/events/doorbell.py rings the
 process's own watchers so).
 """

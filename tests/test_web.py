@@ -179,3 +179,18 @@ async def test_a_thread_starts_only_when_every_other_is_busy_up_to_the_limit(url
     finally:
         release.set()
     assert all(await asyncio.gather(*(asyncio.wrap_future(f) for f in started)))
+
+
+async def test_a_call_given_up_while_it_waits_for_a_thread_never_runs(urls):
+    threads = RequestThreads(1)
+    release, ran = threading.Event(), threading.Event()
+    busy = threads.submit(release.wait)
+    waiting = asyncio.ensure_future(asyncio.wrap_future(threads.submit(ran.set)))
+    await asyncio.sleep(0.05)
+
+    waiting.cancel()  # as Django's handler cancels a request whose client went away
+    release.set()
+    await asyncio.wrap_future(busy)
+    assert await asyncio.wrap_future(threads.submit(lambda: "after")) == "after"
+
+    assert not ran.is_set()
