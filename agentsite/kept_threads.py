@@ -67,24 +67,25 @@ class KeptThreads:
             except queue.Empty:
                 close_connections()  # idle: a quiet server holds no connection
                 continue
+            if not future.set_running_or_notify_cancel():
+                continue  # given up while it waited
             with self.lock:
                 self.waiting -= 1
+            result: Any = None
+            error: BaseException | None = None
             try:
-                self._run(fn, future)
+                result = self._call(fn)
+            except BaseException as exc:  # handed to the awaiting caller
+                error = exc
             finally:
-                with self.lock:
+                if self.idle() <= 0:
+                    close_connections()
+                with self.lock:  # free before its caller hears: its next call needs no new thread
                     self.waiting += 1
-
-    def _run(self, fn: Callable[[], Any], future: Future[Any]) -> None:
-        if not future.set_running_or_notify_cancel():
-            return
-        try:
-            future.set_result(self._call(fn))
-        except BaseException as exc:  # handed to the awaiting caller
-            future.set_exception(exc)
-        finally:
-            if self.idle() <= 0:
-                close_connections()
+            if error is None:
+                future.set_result(result)
+            else:
+                future.set_exception(error)
 
     def _call(self, fn: Callable[[], T]) -> T:
         return fn()

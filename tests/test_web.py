@@ -185,10 +185,15 @@ async def test_a_call_given_up_while_it_waits_for_a_thread_never_runs(urls):
     threads = RequestThreads(1)
     release, ran = threading.Event(), threading.Event()
     busy = threads.submit(release.wait)
-    waiting = asyncio.ensure_future(asyncio.wrap_future(threads.submit(ran.set)))
+    queued = threads.submit(ran.set)
+    waiting = asyncio.ensure_future(asyncio.wrap_future(queued))
     await asyncio.sleep(0.05)
 
     waiting.cancel()  # as Django's handler cancels a request whose client went away
+    for _ in range(200):  # the cancel reaches the queued call on the loop's next turns
+        if queued.cancelled():
+            break
+        await asyncio.sleep(0.01)
     release.set()
     await asyncio.wrap_future(busy)
     assert await asyncio.wrap_future(threads.submit(lambda: "after")) == "after"
