@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -19,18 +18,9 @@ from django.urls import get_script_prefix, path
 
 from agentsite.kept_threads import connections_open
 from agentsite.web import RequestHandler, RequestThreads
+from tests.db_sessions import end_session, session
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
-
-
-def session() -> Any:
-    """The server session (PostgreSQL) or connection object (SQLite) of this thread."""
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute("SELECT pg_backend_pid()")
-            return cursor.fetchone()[0]
-        cursor.execute("SELECT 1")
-        return id(connection.connection)
 
 
 async def _loop_id() -> int:
@@ -150,16 +140,7 @@ async def test_a_kept_session_ended_by_the_server_is_replaced_without_an_error(u
     handler = RequestHandler(RequestThreads(1))
     pid = (await get(handler, "where"))[1]["session"]
 
-    def end_it() -> None:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
-            for _ in range(50):
-                cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", [pid])
-                if cursor.fetchone()[0] == 0:
-                    return
-                time.sleep(0.05)
-
-    await asyncio.to_thread(end_it)
+    await asyncio.to_thread(end_session, pid)
     status, body = await get(handler, "where")
 
     assert status == 200  # the health check on first use found it gone and reconnected

@@ -3,28 +3,19 @@
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import pytest
-from django.db import OperationalError, connection, connections
+from django.db import OperationalError, connection
 
+from agentsite.kept_threads import connections_open
+from tests.db_sessions import end_session, session
 from traces.events.reads import ReadThreads
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def session() -> Any:
-    """The server session (PostgreSQL) or the connection object (SQLite) this thread reads on."""
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute("SELECT pg_backend_pid()")
-            return cursor.fetchone()[0]
-        cursor.execute("SELECT 1")
-        return id(connection.connection)
-
-
 def closed() -> bool:
-    return all(c.connection is None for c in connections.all(initialized_only=True))
+    return not connections_open()
 
 
 def test_a_read_thread_keeps_its_connection_until_it_is_idle(settings):
@@ -74,12 +65,6 @@ def test_a_read_survives_its_kept_session_being_ended(settings):
     threads = ReadThreads(1)
     pid = threads.submit(session).result(5)
 
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
-        for _ in range(50):
-            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", [pid])
-            if cursor.fetchone()[0] == 0:
-                break
-            time.sleep(0.05)
+    end_session(pid)
 
     assert threads.submit(session).result(5) not in (pid, None)
