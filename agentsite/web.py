@@ -10,7 +10,7 @@ A start request (`POST /api/traces`) cost daphne ~23 ms of CPU on PostgreSQL, an
 
 `RequestHandler` loads the middleware chain in sync mode, as under WSGI, and hands
 each request whole to one of AGENT_WEB_THREADS threads (8, `KeptThreads`): one hop
-there and one back. Around each request a thread does what Django does for a WSGI
+there and one back. After each request a thread does what Django does for a WSGI
 thread's kept connection (`_tidy`): drop one left in a transaction, or one that had
 errors and fails a check; the next request's first query health-checks the rest
 (CONN_HEALTH_CHECKS). After a database restart the first request reconnects; during
@@ -63,11 +63,10 @@ class RequestThreads(KeptThreads):
         super().__init__(size, "web-requests", lambda: settings.AGENT_WEB_IDLE_SECONDS)
 
     def _call(self, fn: Callable[[], T]) -> T:
-        _tidy()
         try:
             return fn()
         finally:
-            _tidy()
+            _tidy()  # after each request: nothing touches the connection until the next
 
 
 _threads = PerProcess(lambda: RequestThreads(settings.AGENT_WEB_THREADS))
