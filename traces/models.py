@@ -337,6 +337,7 @@ class UserAgents(models.Model):
 
 # Models of a part with its own folder, registered with this app.
 from traces.collaboration.models import InboxMessage as InboxMessage  # noqa: E402
+from traces.events.models import TraceWatch as TraceWatch  # noqa: E402
 from traces.guards.models import Approval as Approval  # noqa: E402
 from traces.guards.models import ApprovalStatus as ApprovalStatus  # noqa: E402
 from traces.observability.models import ModelRequest as ModelRequest  # noqa: E402

@@ -27,7 +27,11 @@ AGENT_UTILITY_API_KEY = env_str("AGENT_UTILITY_API_KEY") or AGENT_API_KEY
 AGENT_MODEL_PRICES = env_str("AGENT_MODEL_PRICES")
 AGENT_LLM_RETRIES = env_int("AGENT_LLM_RETRIES", 2, minimum=0)
 AGENT_LLM_TIMEOUT = env_float("AGENT_LLM_TIMEOUT", 120.0, minimum=1.0)
-AGENT_STREAM = env_bool("AGENT_STREAM", True)
+# true: every model call streams (`token` events); false: none; watched: only a call
+# that starts while a watch socket follows the trace (traces/events/presence.py).
+AGENT_STREAM: bool | str = (
+    "watched" if env_str("AGENT_STREAM").lower() == "watched" else env_bool("AGENT_STREAM", True)
+)
 AGENT_MAX_ITERATIONS = env_int("AGENT_MAX_ITERATIONS", 200, minimum=1)
 AGENT_CONTEXT_EVERY = env_int("AGENT_CONTEXT_EVERY", 10, minimum=1)
 AGENT_WORKSPACE_ROOT = Path(env_str("AGENT_WORKSPACE_ROOT") or str(BASE_DIR / "workspaces"))

@@ -65,6 +65,7 @@ from django.db import InterfaceError, OperationalError
 
 from traces.events.cursors import Head, WatchCursors, heads_and_events, parse_watch_query
 from traces.events.doorbell import group_for, listen
+from traces.events.presence import MARK_EVERY
 from traces.events.reads import read
 from traces.selectors import traces_visible_to
 
@@ -96,10 +97,23 @@ async def atrace_visible(user: Any, trace_id: str) -> bool:
 
 
 async def aheads_and_events(
-    user: Any, root_id: str, *, known: Mapping[str, int], children: bool, cursors: Mapping[str, int]
+    user: Any,
+    root_id: str,
+    *,
+    known: Mapping[str, int],
+    children: bool,
+    cursors: Mapping[str, int],
+    mark: bool = False,
 ) -> tuple[dict[str, Head], list[dict[str, Any]]]:
     return await read(
-        heads_and_events, user, root_id, known=known, children=children, cursors=cursors, limit=BATCH
+        heads_and_events,
+        user,
+        root_id,
+        known=known,
+        children=children,
+        cursors=cursors,
+        limit=BATCH,
+        mark=mark,
     )
 
 
@@ -116,6 +130,7 @@ class TraceWatchConsumer(AsyncJsonWebsocketConsumer):
     degraded = False  # the channel layer failed: the pump polls the table
     recovering_until = 0.0  # monotonic time until which the pump still polls after a recovery
     status_sent = "ok"
+    mark_due = 0.0  # monotonic time of the next watched mark (AGENT_STREAM=watched)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         """As AsyncConsumer.__call__, but a failing channel layer does not end the socket:
@@ -269,13 +284,17 @@ class TraceWatchConsumer(AsyncJsonWebsocketConsumer):
             if self.degraded:
                 await self._rejoin()
             await self._send_status()
+            mark = settings.AGENT_STREAM == "watched" and time.monotonic() >= self.mark_due
             heads, batch = await aheads_and_events(
                 self.user,
                 self.trace_id,
                 known=watched.depths(),
                 children=watched.children,
                 cursors=dict(watched.cursors),
+                mark=mark,
             )
+            if mark:
+                self.mark_due = time.monotonic() + MARK_EVERY
             joined, left = watched.update(heads)
             await self._leave(left)
             if await self._join(joined):
@@ -294,5 +313,7 @@ class TraceWatchConsumer(AsyncJsonWebsocketConsumer):
                 if self.degraded or time.monotonic() < self.recovering_until
                 else settings.AGENT_WATCH_POLL_SECONDS
             )
+            if settings.AGENT_STREAM == "watched":  # marked again before the mark runs out
+                poll = min(poll, max(0.0, self.mark_due - time.monotonic()))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.bell.wait(), timeout=poll)

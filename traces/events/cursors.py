@@ -29,9 +29,11 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
+from django.conf import settings
 from django.db.models import Q, QuerySet
 
 from traces.events import event_dict
+from traces.events.presence import mark_watched
 from traces.models import Trace, TraceEvent
 from traces.selectors import traces_visible_to
 
@@ -154,12 +156,18 @@ def heads_and_events(
     children: bool,
     cursors: Mapping[str, int],
     limit: int,
+    mark: bool = False,
 ) -> tuple[dict[str, Head], list[dict[str, Any]]]:
     """A pump cycle's one read (one trip to a read thread, traces/events/reads.py):
     `watched_heads`, then up to `limit` events of those heads past their cursor in
     `cursors`. A trace found new is read before the socket joins its doorbell group:
-    the consumer reads again after the join, so a commit in between is not missed."""
+    the consumer reads again after the join, so a commit in between is not missed.
+
+    `mark` (the consumer's turn to, under `AGENT_STREAM=watched`): the streamed
+    traces are marked watched (traces/events/presence.py), and so is any found new."""
     heads = watched_heads(user, root_id, known=known, children=children)
+    if mark or (settings.AGENT_STREAM == "watched" and heads.keys() - known.keys()):
+        mark_watched(heads)
     return heads, events_after(_behind(heads, cursors), limit)
 
 

@@ -9,6 +9,7 @@ from typing import Any
 from django.conf import settings
 
 import traces.runner.project as project
+from traces.events.presence import watched
 from traces.guards.normalize import ModelTimeout, TokenWatch, normalize_response
 from traces.llm import LLMResponse
 from traces.models import Message
@@ -23,6 +24,14 @@ from traces.runner.waitwatch import Waiting, wait_watch
 # How long a model call may take and still have the events emitted before it (round_start,
 # a context injection's) committed with its reply; a slower call commits them at once.
 EVENTS_WAIT_SECONDS = 0.005
+
+
+def _streams(run: RunState) -> bool:
+    """Whether this call streams: `run.stream`, and under `AGENT_STREAM=watched` only
+    while a watcher follows the trace (or the run's own `on_token` listens)."""
+    if not run.stream or not run.stream_watched or run.config.on_token is not None:
+        return run.stream
+    return watched(run.trace.pk)
 
 
 class ModelCalls(RunnerBase):
@@ -50,8 +59,9 @@ class ModelCalls(RunnerBase):
         if self.hooks.has("before_model"):
             messages = self.hooks.before_model(run.trace, messages)
         tools = (run.tool_schemas or None) if offer_tools else None
+        stream = _streams(run)
         run.request_log.sent(
-            messages, tools=tools, model=run.model.model, parameters={**run.params, "stream": run.stream}
+            messages, tools=tools, model=run.model.model, parameters={**run.params, "stream": stream}
         )
         extensions.observe("model_started", run, messages, tools)
         future = self._pool.submit(
@@ -60,12 +70,12 @@ class ModelCalls(RunnerBase):
             model=run.model,
             tools=tools,
             params=run.params,
-            stream=run.stream,
+            stream=stream,
             on_token=watch,
         )
         try:
             with wait_watch().watching(run.store) as waiting:
-                response = self._wait_for_model(run, future, watch, started, waiting)
+                response = self._wait_for_model(run, future, watch, started, waiting, stream)
         except BaseException as exc:
             extensions.observe("model_ended", run, None, None, f"{type(exc).__name__}: {exc}")
             raise
@@ -87,6 +97,7 @@ class ModelCalls(RunnerBase):
         watch: TokenWatch,
         started: float,
         waiting: Waiting,
+        stream: bool,
     ) -> LLMResponse | None:
         """Wait for the reply; None when a stop arrived first.
 
@@ -123,7 +134,7 @@ class ModelCalls(RunnerBase):
                     f"model call exceeded the hard timeout ({settings.AGENT_TIMEOUT_HARD:g} s)"
                 )
             silent = time.perf_counter() - watch.last_at if watch.last_at else 0.0
-            if run.stream and silent > settings.AGENT_TIMEOUT_HEARTBEAT:
+            if stream and silent > settings.AGENT_TIMEOUT_HEARTBEAT:
                 future.cancel()
                 raise ModelTimeout(f"model stream was silent for {silent:.0f} s (heartbeat timeout)")
             if watch.first_at is None and elapsed > next_pulse:

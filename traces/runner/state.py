@@ -51,6 +51,7 @@ class RunState:
     llm_messages: list[dict[str, Any]] = field(default_factory=list)
     params: dict[str, Any] = field(default_factory=dict)
     stream: bool = False
+    stream_watched: bool = False  # stream only calls made while the trace is watched
     max_iterations: int = 30
     context_every: int = 10
     stop_event: threading.Event = field(default_factory=threading.Event)
