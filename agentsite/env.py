@@ -24,6 +24,17 @@ def env_bool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean (use true/false)")
 
 
+def env_choice(name: str, default: bool, *, choices: tuple[str, ...]) -> bool | str:
+    """A boolean, or one of `choices` (given in lower case) as a string."""
+    raw = os.environ.get(name, "").strip()
+    if raw.lower() in choices:
+        return raw.lower()
+    try:
+        return env_bool(name, default)
+    except ImproperlyConfigured:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not true, false or {' or '.join(choices)}") from None
+
+
 def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
-from agentsite.env import env_bool, env_float, env_int, env_list, env_str
+from agentsite.env import env_bool, env_choice, env_float, env_int, env_list, env_str
 from agentsite.settings.paths import BASE_DIR
 
 # --- The agent runtime -------------------------------------------------------
@@ -29,9 +29,7 @@ AGENT_LLM_RETRIES = env_int("AGENT_LLM_RETRIES", 2, minimum=0)
 AGENT_LLM_TIMEOUT = env_float("AGENT_LLM_TIMEOUT", 120.0, minimum=1.0)
 # true: every model call streams (`token` events); false: none; watched: only a call
 # that starts while a watch socket follows the trace (traces/events/presence.py).
-AGENT_STREAM: bool | str = (
-    "watched" if env_str("AGENT_STREAM").lower() == "watched" else env_bool("AGENT_STREAM", True)
-)
+AGENT_STREAM: bool | str = env_choice("AGENT_STREAM", True, choices=("watched",))
 AGENT_MAX_ITERATIONS = env_int("AGENT_MAX_ITERATIONS", 200, minimum=1)
 AGENT_CONTEXT_EVERY = env_int("AGENT_CONTEXT_EVERY", 10, minimum=1)
 AGENT_WORKSPACE_ROOT = Path(env_str("AGENT_WORKSPACE_ROOT") or str(BASE_DIR / "workspaces"))

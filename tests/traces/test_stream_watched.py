@@ -157,3 +157,32 @@ def test_a_watched_mark_goes_with_its_trace(settings):
     assert mark_watched([trace.trace_id])
     trace_delete(user=expert, trace_id=trace.trace_id)
     assert not Trace.objects.filter(pk=trace.trace_id).exists() and not TraceWatch.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("value", "read"),
+    [("watched", "'watched'"), (" Watched ", "'watched'"), ("false", "False"), ("", "True")],
+)
+def test_agent_stream_reads_true_false_or_watched(value: str, read: str) -> None:
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import django; django.setup(); from django.conf import settings; print(repr(settings.AGENT_STREAM))"
+    )
+    env = {**os.environ, "AGENT_STREAM": value, "DJANGO_SETTINGS_MODULE": "agentsite.settings"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == read
+
+
+def test_a_bad_agent_stream_stops_start_up_naming_it() -> None:
+    import os
+    import subprocess
+    import sys
+
+    code = "import django; django.setup()"
+    env = {**os.environ, "AGENT_STREAM": "sometimes", "DJANGO_SETTINGS_MODULE": "agentsite.settings"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and "AGENT_STREAM='sometimes' is not true, false or watched" in done.stderr
