@@ -48,7 +48,9 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=256, help="start requests per round")
     parser.add_argument("--clients", type=int, default=32, help="concurrent client threads")
     parser.add_argument("--rounds", type=int, default=4, help="rounds; the first is a warm-up")
-    parser.add_argument("--threads", type=int, default=None, help="AGENT_WEB_THREADS (default: the service's)")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="AGENT_WEB_THREADS (default: the service's)"
+    )
     args = parser.parse_args()
     threads = {} if args.threads is None else {"AGENT_WEB_THREADS": str(args.threads)}
     print(f"# start rate; {_machine()} {threads or ''}\n# uptime: {_uptime()}", flush=True)
