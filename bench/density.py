@@ -157,9 +157,10 @@ def burst(stack: Stack, cluster: subprocess.Popen[bytes], count: int, watchers: 
             raise RuntimeError(f"the burst of {count} did not complete within {timeout:.0f} s")
         time.sleep(1.0)  # a slow poll: each costs daphne CPU the runs would otherwise get
     cpu, web_cpu = group_cpu(cluster.pid) - cpu, group_cpu(stack.daphne.pid) - web_cpu
-    wall = max(completed_at(stack, trace_id) for trace_id in ids) - started
     for watcher in watching:
         watcher.join(timeout=30)
+    # Read after the watchers are done: C requests to daphne would compete with their last events.
+    wall = max(completed_at(stack, trace_id) for trace_id in ids) - started
     sampler.halt.set()
     sampler.join()
     return Burst(
