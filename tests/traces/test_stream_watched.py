@@ -4,6 +4,9 @@ against the scripted model, and the real consumer through the ASGI stack."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from datetime import timedelta
 from typing import Any
 
@@ -11,11 +14,13 @@ import pytest
 from channels.db import database_sync_to_async
 from django.utils import timezone
 
+from tests.factories import make_trace, make_user
 from tests.scripted_llm import Reply, ToolCall
 from tests.traces.test_watch import child_with_events, trace_with_events, tree_query, user_with_token, watch
 from traces.events.presence import WATCH_SECONDS, mark_watched, watched
 from traces.models import ModelRequest, Trace, TraceEvent, TraceWatch
 from traces.runner import AgentRunner, RunConfig
+from traces.services.delete import trace_delete
 
 
 def user(text: str) -> list[dict[str, Any]]:
@@ -148,10 +153,7 @@ async def test_sockets_mark_nothing_unless_streaming_is_watched(settings):
 
 
 @pytest.mark.django_db
-def test_a_watched_mark_goes_with_its_trace(settings):
-    from tests.factories import make_trace, make_user
-    from traces.services.delete import trace_delete
-
+def test_a_watched_mark_goes_with_its_trace():
     expert = make_user("expert", staff=True)
     trace = make_trace(expert)
     assert mark_watched([trace.trace_id])
@@ -159,30 +161,23 @@ def test_a_watched_mark_goes_with_its_trace(settings):
     assert not Trace.objects.filter(pk=trace.trace_id).exists() and not TraceWatch.objects.exists()
 
 
+def django_with(value: str, code: str) -> subprocess.CompletedProcess[str]:
+    """`code` run after django.setup() in a fresh interpreter with AGENT_STREAM=`value`."""
+    env = {**os.environ, "AGENT_STREAM": value, "DJANGO_SETTINGS_MODULE": "agentsite.settings"}
+    script = f"import django; django.setup(); {code}"
+    return subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+
+
 @pytest.mark.parametrize(
     ("value", "read"),
     [("watched", "'watched'"), (" Watched ", "'watched'"), ("false", "False"), ("", "True")],
 )
 def test_agent_stream_reads_true_false_or_watched(value: str, read: str) -> None:
-    import os
-    import subprocess
-    import sys
-
-    code = (
-        "import django; django.setup(); from django.conf import settings; print(repr(settings.AGENT_STREAM))"
-    )
-    env = {**os.environ, "AGENT_STREAM": value, "DJANGO_SETTINGS_MODULE": "agentsite.settings"}
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    done = django_with(value, "from django.conf import settings; print(repr(settings.AGENT_STREAM))")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == read
 
 
 def test_a_bad_agent_stream_stops_start_up_naming_it() -> None:
-    import os
-    import subprocess
-    import sys
-
-    code = "import django; django.setup()"
-    env = {**os.environ, "AGENT_STREAM": "sometimes", "DJANGO_SETTINGS_MODULE": "agentsite.settings"}
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    done = django_with("sometimes", "pass")
     assert done.returncode != 0 and "AGENT_STREAM='sometimes' is not true, false or watched" in done.stderr

@@ -65,7 +65,7 @@ from django.db import InterfaceError, OperationalError
 
 from traces.events.cursors import Head, WatchCursors, heads_and_events, parse_watch_query
 from traces.events.doorbell import group_for, listen
-from traces.events.presence import MARK_EVERY
+from traces.events.presence import MARK_EVERY, streams_when_watched
 from traces.events.reads import read
 from traces.selectors import traces_visible_to
 
@@ -284,7 +284,7 @@ class TraceWatchConsumer(AsyncJsonWebsocketConsumer):
             if self.degraded:
                 await self._rejoin()
             await self._send_status()
-            mark = settings.AGENT_STREAM == "watched" and time.monotonic() >= self.mark_due
+            mark = streams_when_watched() and time.monotonic() >= self.mark_due
             heads, batch = await aheads_and_events(
                 self.user,
                 self.trace_id,
@@ -313,7 +313,7 @@ class TraceWatchConsumer(AsyncJsonWebsocketConsumer):
                 if self.degraded or time.monotonic() < self.recovering_until
                 else settings.AGENT_WATCH_POLL_SECONDS
             )
-            if settings.AGENT_STREAM == "watched":  # marked again before the mark runs out
+            if streams_when_watched():  # marked again before the mark runs out
                 poll = min(poll, max(0.0, self.mark_due - time.monotonic()))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.bell.wait(), timeout=poll)

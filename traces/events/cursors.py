@@ -29,11 +29,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
-from django.conf import settings
 from django.db.models import Q, QuerySet
 
 from traces.events import event_dict
-from traces.events.presence import mark_watched
+from traces.events.presence import mark_watched, streams_when_watched
 from traces.models import Trace, TraceEvent
 from traces.selectors import traces_visible_to
 
@@ -166,7 +165,7 @@ def heads_and_events(
     `mark` (the consumer's turn to, under `AGENT_STREAM=watched`): the streamed
     traces are marked watched (traces/events/presence.py), and so is any found new."""
     heads = watched_heads(user, root_id, known=known, children=children)
-    if mark or (settings.AGENT_STREAM == "watched" and heads.keys() - known.keys()):
+    if mark or (streams_when_watched() and heads.keys() - known.keys()):
         mark_watched(heads)
     return heads, events_after(_behind(heads, cursors), limit)
 

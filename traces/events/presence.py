@@ -24,6 +24,7 @@ import logging
 from collections.abc import Iterable
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import DatabaseError
 from django.utils import timezone
 
@@ -33,6 +34,11 @@ logger = logging.getLogger(__name__)
 
 WATCH_SECONDS = 60.0
 MARK_EVERY = 20.0
+
+
+def streams_when_watched() -> bool:
+    """Whether `AGENT_STREAM` is `watched`: runs ask for marks, sockets keep them."""
+    return settings.AGENT_STREAM == "watched"
 
 
 def mark_watched(trace_ids: Iterable[str]) -> bool:

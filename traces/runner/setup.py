@@ -12,6 +12,7 @@ import traces.runner.compaction as compaction
 import traces.runner.project as project
 import traces.runner.run_settings as run_settings
 from traces import prompts
+from traces.events.presence import streams_when_watched
 from traces.goal_tree import GoalTree
 from traces.guards.confirm import (
     POLICIES,
@@ -175,7 +176,7 @@ class RunSetup(RunnerBase):
             placement=placement,
             params=params,
             stream=bool(settings.AGENT_STREAM) if config.stream is None else config.stream,
-            stream_watched=config.stream is None and settings.AGENT_STREAM == "watched",
+            stream_watched=config.stream is None and streams_when_watched(),
             max_iterations=max_iterations,
             context_every=context_every,
             threshold=context_threshold(model.model),
