@@ -112,12 +112,15 @@ def failure(stack: Stack) -> str:
     return f"{error}\nqcluster log (tail):\n{log}"
 
 
-def completed_at(stack: Stack, trace_id: str) -> float:
-    """When the worker completed the trace (its clock is ours: one machine)."""
+def created_and_completed(stack: Stack, trace_id: str) -> tuple[float, float]:
+    """When the start view created the trace and the worker completed it (one machine: one clock)."""
     code, body = stack.api("GET", f"/traces/{trace_id}")
     if code != 200 or not body.get("completed_at"):
         raise RuntimeError(f"GET /traces/{trace_id} answered {code}: {body}")
-    return datetime.fromisoformat(body["completed_at"]).timestamp()
+    return (
+        datetime.fromisoformat(body["created_at"]).timestamp(),
+        datetime.fromisoformat(body["completed_at"]).timestamp(),
+    )
 
 
 def start_run(stack: Stack, index: int) -> str:
@@ -160,7 +163,8 @@ def burst(stack: Stack, cluster: subprocess.Popen[bytes], count: int, watchers: 
     for watcher in watching:
         watcher.join(timeout=30)
     # Read after the watchers are done: C requests to daphne would compete with their last events.
-    wall = max(completed_at(stack, trace_id) for trace_id in ids) - started
+    times = [created_and_completed(stack, trace_id) for trace_id in ids]
+    wall = max(completed for _, completed in times) - started
     sampler.halt.set()
     sampler.join()
     return Burst(
@@ -178,6 +182,8 @@ def burst(stack: Stack, cluster: subprocess.Popen[bytes], count: int, watchers: 
         types=[kind for watcher in watching for kind in watcher.types],
         watch_errors=[watcher.error for watcher in watching if watcher.error],
         load=load_average(),
+        created=[created - started for created, _ in times],
+        durations=[completed - created for created, completed in times],
     )
 
 

@@ -34,6 +34,8 @@ class Burst:
     written: list[float | None] = field(default_factory=list)
     watch_errors: list[str] = field(default_factory=list)
     load: str = ""
+    created: list[float] = field(default_factory=list)  # s from the burst's start to each trace's creation
+    durations: list[float] = field(default_factory=list)  # s from each trace's creation to its completion
 
     def percentile(self, q: float, kind: str | None = None) -> float | None:
         delays = (
@@ -54,6 +56,17 @@ class Burst:
         return (
             f"created -> committed {figures(committed)},"
             f" committed -> received {figures(delivered)} ({len(committed)} events)"
+        )
+
+    def timeline(self) -> str:
+        """Where the wall went: how long the starts took to land, and each run's own time."""
+        if not self.created:
+            return ""
+        durations = sorted(self.durations)
+        return (
+            f"traces created from {min(self.created):.2f} to {max(self.created):.2f} s;"
+            f" created -> completed p50 {statistics.median(durations):.2f} s,"
+            f" p99 {percentile(durations, 0.99):.2f} s, max {durations[-1]:.2f} s"
         )
 
     def by_type(self) -> str:
@@ -92,6 +105,8 @@ def pooled(bursts: list[Burst]) -> Burst:
         written=[w for b in bursts for w in b.written],
         watch_errors=[e for b in bursts for e in b.watch_errors],
         load=bursts[-1].load,
+        created=middle.created,
+        durations=middle.durations,
     )
 
 
@@ -132,6 +147,7 @@ def describe(name: str, result: Burst, one: float, ideal: float, count: int) -> 
         f" load {result.load}"
         + (f"\n      events by type, p50 / p99 ms (count): {result.by_type()}" if result.types else "")
         + (f"\n      events' parts, p50 / p99 ms: {split}" if (split := result.split()) else "")
+        + (f"\n      {timeline}" if (timeline := result.timeline()) else "")
     )
 
 
