@@ -35,7 +35,7 @@ def env_choice(name: str, default: bool, *, choices: tuple[str, ...]) -> bool | 
         raise ImproperlyConfigured(f"{name}={raw!r} is not true, false or {' or '.join(choices)}") from None
 
 
-def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
+def env_int(name: str, default: int, *, minimum: int | None = None, maximum: int | None = None) -> int:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
         return default
@@ -45,6 +45,8 @@ def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
         raise ImproperlyConfigured(f"{name}={raw!r} is not an integer") from exc
     if minimum is not None and value < minimum:
         raise ImproperlyConfigured(f"{name}={value} must be >= {minimum}")
+    if maximum is not None and value > maximum:
+        raise ImproperlyConfigured(f"{name}={value} must be <= {maximum}")
     return value
 
 

@@ -166,6 +166,9 @@ def _login_page_answers(port: int) -> bool:
         return False
 
 
+SERVE_NICE = 7  # not the default: the test sees the setting, not a coincidence
+
+
 @pytest.fixture
 def serve_process(tmp_path):
     """Start `manage.py serve` on a migrated temporary SQLite database; yields (process, port, log)."""
@@ -174,6 +177,7 @@ def serve_process(tmp_path):
     env = {**os.environ, "SQLITE_PATH": str(tmp_path / "db.sqlite3"), "PYTHONUNBUFFERED": "1"}
     for name in ("DATABASE_URL", "REDIS_URL", "AGENT_MODEL"):
         env.pop(name, None)
+    env["AGENT_WORKER_NICE"] = str(SERVE_NICE)
     subprocess.run(
         [sys.executable, "manage.py", "migrate", "--noinput", "-v0"],
         cwd=BASE_DIR,
@@ -216,10 +220,15 @@ def _child_named(children: list[int], word: str) -> int:
 @pytest.mark.e2e
 def test_serve_runs_daphne_and_qcluster_and_ctrl_c_stops_both(serve_process):
     serve, children, log = serve_process
-    _child_named(children, "daphne")
+    daphne = _child_named(children, "daphne")
     qcluster = _child_named(children, "qcluster")
     _wait_until(lambda: "running." in log.read_text(), timeout=60, what="the Q cluster to run", log=log)
-    assert _live_pids(pgrp=qcluster), "the Q cluster has no worker processes"
+    cluster = _live_pids(pgrp=qcluster)
+    assert cluster, "the Q cluster has no worker processes"
+    # The runs yield the CPU to the web server: every cluster process is AGENT_WORKER_NICE nicer.
+    ours = os.getpriority(os.PRIO_PROCESS, 0)
+    assert os.getpriority(os.PRIO_PROCESS, daphne) == ours
+    assert {os.getpriority(os.PRIO_PROCESS, pid) for pid in cluster} == {min(19, ours + SERVE_NICE)}
     output = log.read_text()
     assert "/admin/" in output and "'expert'" in output and "AGENT_MODEL" in output
 

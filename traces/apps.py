@@ -27,8 +27,9 @@ class TracesConfig(AppConfig):
             # django-q2 forks its workers from this process: load what every run's
             # first model call needs (litellm, its providers, the OpenAI SDK:
             # seconds of imports) once here, shared, not in every worker's first run.
-            from traces.runhost import preload
+            from traces.runhost import lower_priority, preload
 
+            lower_priority()
             preload()
 
     def _extend_runs(self) -> None:

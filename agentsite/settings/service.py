@@ -92,6 +92,9 @@ if _task_timeout >= _task_retry:
 # Runs one worker process holds at once, each in its own thread (traces/runhost.py):
 # a run mostly waits on the model, so a few processes hold hundreds of runs.
 AGENT_RUNS_PER_WORKER = env_int("AGENT_RUNS_PER_WORKER", 32, minimum=1)
+# The worker cluster runs this much nicer than the web server (Unix nice, 0-19): on a
+# machine whose CPU the runs fill, requests and live events go first (traces/runhost.py).
+AGENT_WORKER_NICE = env_int("AGENT_WORKER_NICE", 10, minimum=0, maximum=19)
 Q_CLUSTER: dict[str, Any] = {
     "name": "agentsite",
     "workers": env_int("AGENT_WORKERS", 4, minimum=1),

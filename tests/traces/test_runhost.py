@@ -5,6 +5,7 @@ scripted model; the model holds its reply until the test lets it go."""
 from __future__ import annotations
 
 import gc
+import runpy
 import threading
 import time
 import weakref
@@ -13,6 +14,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 from django.db.models import F
 from django.utils import timezone
 
@@ -206,3 +208,30 @@ def test_the_host_collects_in_full_when_its_last_run_ends(
     threads["second"].join(60)
     assert not threads["second"].is_alive()
     assert garbage() is None  # the last run's end collected
+
+
+@pytest.mark.parametrize(("value", "read"), [(None, 10), ("", 10), ("0", 0), ("19", 19)])
+def test_worker_nice_defaults_to_ten(monkeypatch: pytest.MonkeyPatch, value: str | None, read: int) -> None:
+    if value is None:
+        monkeypatch.delenv("AGENT_WORKER_NICE", raising=False)
+    else:
+        monkeypatch.setenv("AGENT_WORKER_NICE", value)
+
+    assert runpy.run_module("agentsite.settings.service")["AGENT_WORKER_NICE"] == read
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("20", "AGENT_WORKER_NICE=20 must be <= 19"),
+        ("-5", "AGENT_WORKER_NICE=-5 must be >= 0"),
+        ("x", "not an integer"),
+    ],
+)
+def test_a_worker_nice_out_of_range_stops_start_up(
+    monkeypatch: pytest.MonkeyPatch, value: str, message: str
+) -> None:
+    monkeypatch.setenv("AGENT_WORKER_NICE", value)
+
+    with pytest.raises(ImproperlyConfigured, match=message):
+        runpy.run_module("agentsite.settings.service")
