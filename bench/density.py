@@ -257,7 +257,10 @@ def main() -> None:
     parser.add_argument("--settings", default="default", help="default, tuned, or default,tuned")
     parser.add_argument(
         "--tuned",
-        default="AGENT_WORKERS=4 AGENT_RUNS_PER_WORKER=64",
+        default=(
+            "AGENT_WORKERS=4 AGENT_RUNS_PER_WORKER=64 AGENT_STREAM=watched"
+            " EXPERIMENTAL_OPENAI_BASE_LLM_HTTP_HANDLER=true"
+        ),
         help="env vars of the tuned settings, e.g. 'AGENT_WORKERS=2 AGENT_RUNS_PER_WORKER=128' (default %(default)s)",
     )
     parser.add_argument("--delay", type=float, default=2.0, help="seconds per model call (default 2)")
