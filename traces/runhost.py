@@ -214,7 +214,7 @@ def lower_priority() -> None:
 
     Runs are background work: when they fill the CPU, the web server's starts,
     requests and live events should not wait behind them (bench/density.py, 256
-    runs on 2 cores: the starts land in half the time, live events' p99 ~40 %
+    runs on 2 cores: the starts land in 1/2-2/3 of the time, live events' p99 20-40 %
     lower, the burst's wall unchanged). Idle cores are not affected: nice only
     orders processes that compete.
     """
