@@ -374,6 +374,36 @@ def test_a_busy_run_sees_a_stop_through_its_own_commits(llm, workspace_root, set
     assert len(llm.requests_for("scripted")) == 1
 
 
+def test_a_run_waiting_on_its_model_leaves_the_stop_poll_to_the_watcher_for_its_first_ticks(
+    llm, workspace_root, settings
+):
+    from django.db import connections
+    from django.test.utils import CaptureQueriesContext
+
+    # Here the watcher never reads the row (the test's open transaction): for its first
+    # four ticks the waiting run does not poll for itself; after them it does, once a tick.
+    settings.AGENT_STOP_POLL_SECONDS = 0.2
+    run_connection = connections["default"]  # the run's: this thread's
+    during: list[int] = []
+
+    def wait(seconds: float) -> Any:
+        def reply(body: dict[str, Any]) -> Reply:
+            before = len(run_connection.queries_log)
+            time.sleep(seconds)
+            during.append(len(run_connection.queries_log) - before)
+            return Reply(text="done")
+
+        return reply
+
+    llm.script("scripted", [wait(0), wait(0.4), wait(2.5)])
+    with CaptureQueriesContext(run_connection):
+        for text in ("warm", "quick", "slow"):  # warm: litellm's first call imports what it needs
+            assert AgentRunner().run_result(user(text), RunConfig(name=text)).status == "completed"
+    _, quick, slow = during
+    assert quick == 0  # two ticks: the watcher's turn
+    assert slow >= 6  # from the fifth tick on: the run's own polls, an UPDATE and a SELECT each
+
+
 def test_nul_characters_in_tool_output_and_replies_are_stored_as_replacement_characters(llm, workspace_root):
     # PostgreSQL refuses NUL in text and jsonb; a step carrying one must still commit.
     def nul_out() -> str:

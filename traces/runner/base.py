@@ -32,7 +32,7 @@ class RunnerBase:
 
         def _add_message(self, run: RunState, message: Message) -> Message: ...  # loop.py
 
-        def _stopping(self, run: RunState, *, poll_now: bool = False) -> bool: ...  # loop.py
+        def _stopping(self, run: RunState) -> bool: ...  # loop.py
 
         def _finish(  # loop.py
             self,

@@ -291,7 +291,7 @@ class AgentRunner(RunSetup, ModelCalls, ContextManagement, ToolCalls, Strategies
             }
         )
 
-    def _stopping(self, run: RunState, *, poll_now: bool = False) -> bool:
+    def _stopping(self, run: RunState) -> bool:
         if run.stop_event.is_set():
             return True
         if run.store.stop_seen:  # read by the last commit
@@ -300,7 +300,7 @@ class AgentRunner(RunSetup, ModelCalls, ContextManagement, ToolCalls, Strategies
         now = time.monotonic()
         # A commit that read the stop flag counts as a poll: a busy run polls for free.
         last = max(run.last_poll, run.store.polled_at)
-        if not poll_now and now - last < settings.AGENT_STOP_POLL_SECONDS:
+        if now - last < settings.AGENT_STOP_POLL_SECONDS:
             return False
         run.last_poll = now
         if run.store.heartbeat():

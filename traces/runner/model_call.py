@@ -24,6 +24,10 @@ from traces.runner.waitwatch import Waiting, wait_watch
 # How long a model call may take and still have the events emitted before it (round_start,
 # a context injection's) committed with its reply; a slower call commits them at once.
 EVENTS_WAIT_SECONDS = 0.005
+# A waiting run leaves the stop poll to the process's watcher, which reads the row within
+# a tick or two; one whose row it has not read after this many ticks (a row only the run's
+# own open transaction sees, as in a test) polls for itself, once a tick.
+SELF_POLL_AFTER_TICKS = 4
 
 
 def _streams(run: RunState) -> bool:
@@ -123,9 +127,7 @@ class ModelCalls(RunnerBase):
                 raise LeaseLost(f"trace {run.trace.pk!r} was claimed by another run; stopping this one")
             if waiting.stop_requested or run.store.stop_seen:
                 run.stop_event.set()
-            # Until the watcher has read the row (its first tick, or never for a row
-            # only this thread's transaction sees) the run polls for itself.
-            if run.stop_event.is_set() or (not waiting.seen and self._stopping(run, poll_now=True)):
+            if run.stop_event.is_set() or (not waiting.seen and self._unseen_stopping(run, waiting)):
                 future.cancel()
                 return None
             if elapsed > settings.AGENT_TIMEOUT_HARD:
@@ -143,6 +145,13 @@ class ModelCalls(RunnerBase):
                 next_pulse += settings.AGENT_TIMEOUT_FIRST_FEEDBACK
             if self._flush_tokens(run, watch) or run.store.has_pending_events:
                 run.store.commit()
+
+    def _unseen_stopping(self, run: RunState, waiting: Waiting) -> bool:
+        """The stop poll of a run the watcher has not read yet: none for its first ticks
+        (the watcher's first read is due; a poll here was one UPDATE and one SELECT a call),
+        then the run's own, at most once a tick."""
+        waited = time.monotonic() - waiting.since
+        return waited > SELF_POLL_AFTER_TICKS * settings.AGENT_STOP_POLL_SECONDS and self._stopping(run)
 
     def _model_replied(self, run: RunState, response: LLMResponse, message: Message) -> None:
         """The reply became `message`: its request is recorded, observers told."""

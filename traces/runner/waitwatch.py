@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from django.conf import settings
@@ -41,6 +41,7 @@ class Waiting:
     stop_requested: bool = False
     lease_lost: bool = False
     seen: bool = False  # the watcher has read its row (else the run polls for itself)
+    since: float = field(default_factory=time.monotonic)  # when the run began to wait
 
 
 class WaitWatch:
