@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -159,6 +160,41 @@ def test_a_watched_mark_goes_with_its_trace():
     assert mark_watched([trace.trace_id])
     trace_delete(user=expert, trace_id=trace.trace_id)
     assert not Trace.objects.filter(pk=trace.trace_id).exists() and not TraceWatch.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_process_reads_the_marks_once_a_while_and_its_own_marks_at_once(monkeypatch):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from traces.events import presence
+
+    monkeypatch.setattr(presence, "_marks", presence._Marks())
+    monkeypatch.setattr(presence, "READ_EVERY", 0.3)
+    owner = make_user("owner")
+    mine, theirs, nobody = (make_trace(owner).trace_id for _ in range(3))
+    with CaptureQueriesContext(connection) as queries:
+        assert not any(watched(nobody) for _ in range(100))
+    assert len(queries.captured_queries) == 1  # 100 model calls, one read of the marks
+
+    assert mark_watched([mine]) and watched(mine)  # this process's mark counts at once
+    # Another process's mark (the web server's socket) counts from the next read on.
+    TraceWatch.objects.create(trace_id=theirs, until=timezone.now() + timedelta(seconds=WATCH_SECONDS))
+    time.sleep(0.3)
+    assert watched(theirs) and watched(mine) and not watched(nobody)
+
+
+@pytest.mark.django_db
+def test_with_many_marks_held_a_call_reads_its_own_row(monkeypatch):
+    from traces.events import presence
+
+    monkeypatch.setattr(presence, "_marks", presence._Marks())
+    monkeypatch.setattr(presence, "MANY", 2)
+    owner = make_user("owner")
+    traces = [make_trace(owner).trace_id for _ in range(4)]
+    until = timezone.now() + timedelta(seconds=WATCH_SECONDS)
+    TraceWatch.objects.bulk_create(TraceWatch(trace_id=t, until=until) for t in traces[:3])
+    assert [watched(t) for t in traces] == [True, True, True, False]
 
 
 def django_with(value: str, code: str) -> subprocess.CompletedProcess[str]:

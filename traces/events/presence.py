@@ -16,13 +16,20 @@ away without a word (a killed server) stops streaming within that time; one that
 closed cleanly leaves its mark to run out as well (other sockets may watch the
 same trace). A watcher that arrives during a plain call sees the reply when it
 lands, and tokens from the next call on.
+
+A worker process reads the marks once per READ_EVERY seconds, all of them in one
+query, not once per model call (`_Marks`): 256 runs' calls ask one query's answer,
+and a mark made in another process counts within READ_EVERY. Marks this process
+makes count at once. With more than MANY marks held, calls read their own row.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Iterable
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import DatabaseError
@@ -34,6 +41,43 @@ logger = logging.getLogger(__name__)
 
 WATCH_SECONDS = 60.0
 MARK_EVERY = 20.0
+READ_EVERY = 0.5
+MANY = 1000
+
+
+class _Marks:
+    """The marks as this process last read them (every READ_EVERY seconds at most)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.until: dict[str, datetime] = {}
+        self.read_at = float("-inf")
+        self.many = False  # more than MANY marks: each call reads its own row
+
+    def holds(self, trace_id: str) -> bool:
+        now = timezone.now()
+        with self.lock:
+            fresh = time.monotonic() - self.read_at < READ_EVERY
+            until, many = self.until.get(trace_id), self.many
+        if not fresh:
+            until, many = self._read(trace_id, now)
+        if until is None and many:
+            return TraceWatch.objects.filter(trace_id=trace_id, until__gt=now).exists()
+        return until is not None and until > now
+
+    def _read(self, trace_id: str, now: datetime) -> tuple[datetime | None, bool]:
+        rows = list(TraceWatch.objects.filter(until__gt=now).values_list("trace_id", "until")[: MANY + 1])
+        with self.lock:
+            self.until, self.many, self.read_at = dict(rows[:MANY]), len(rows) > MANY, time.monotonic()
+            return self.until.get(trace_id), self.many
+
+    def made(self, trace_ids: Iterable[str], until: datetime) -> None:
+        with self.lock:
+            for trace_id in trace_ids:
+                self.until[trace_id] = until
+
+
+_marks = _Marks()
 
 
 def streams_when_watched() -> bool:
@@ -58,9 +102,11 @@ def mark_watched(trace_ids: Iterable[str]) -> bool:
     except DatabaseError as exc:
         logger.info("could not mark %d trace(s) watched: %s", len(rows), exc)
         return False
+    _marks.made((row.trace_id for row in rows), until)
     return True
 
 
 def watched(trace_id: str) -> bool:
-    """Whether a watcher marked `trace_id` and the mark still holds (one indexed read)."""
-    return TraceWatch.objects.filter(trace_id=trace_id, until__gt=timezone.now()).exists()
+    """Whether a watcher marked `trace_id` and the mark still holds, as this process read
+    the marks at most READ_EVERY seconds ago (or made one since)."""
+    return _marks.holds(trace_id)
