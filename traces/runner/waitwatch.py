@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from django.conf import settings
-from django.db.models import Q
+from django.db import connection
+from django.db.models import Field, Q
 from django.utils import timezone
 
 from traces.models import Trace
@@ -88,13 +89,7 @@ class WaitWatch:
             Trace.objects.filter(leases).update(heartbeat_at=timezone.now())
             for w in due:
                 w.beat = now
-        ids = [w.store.trace.pk for w in waiting]
-        rows = {
-            pk: (token, stop)
-            for pk, token, stop in Trace.objects.filter(pk__in=ids).values_list(
-                "pk", "run_token", "stop_requested"
-            )
-        }
+        rows = _flags([w.store.trace.pk for w in waiting])
         for w in waiting:
             if w.store.trace.pk not in rows:
                 continue  # not visible to this thread's connection (a test's open transaction)
@@ -102,6 +97,26 @@ class WaitWatch:
             w.lease_lost = token != w.store.token
             w.stop_requested = bool(stop)
             w.seen = True
+
+
+def _flags(trace_ids: list[str]) -> dict[str, tuple[int, bool]]:
+    """{trace id: (run token, stop requested)} in one SELECT, written out: the ORM built and
+    compiled the same query at every tick (0.6 against 0.16 ms of CPU for 64 runs, SQLite)."""
+    quote = connection.ops.quote_name
+    columns = ", ".join(quote(_column(name)) for name in ("trace_id", "run_token", "stop_requested"))
+    marks = ", ".join(["%s"] * len(trace_ids))
+    sql = (
+        f"SELECT {columns} FROM {quote(Trace._meta.db_table)} WHERE {quote(_column('trace_id'))} IN ({marks})"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, trace_ids)
+        return {pk: (token, bool(stop)) for pk, token, stop in cursor.fetchall()}
+
+
+def _column(name: str) -> str:
+    field = Trace._meta.get_field(name)
+    assert isinstance(field, Field) and field.column
+    return field.column
 
 
 _watch = PerProcess(WaitWatch)
