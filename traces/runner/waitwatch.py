@@ -114,9 +114,9 @@ def _flags(trace_ids: list[str]) -> dict[str, tuple[int, bool]]:
 
 
 def _column(name: str) -> str:
-    field = Trace._meta.get_field(name)
-    assert isinstance(field, Field) and field.column
-    return field.column
+    model_field = Trace._meta.get_field(name)
+    assert isinstance(model_field, Field) and model_field.column
+    return model_field.column
 
 
 _watch = PerProcess(WaitWatch)
