@@ -150,11 +150,11 @@ def _write_in_transaction(
 
 @lru_cache(maxsize=64)
 def _fence_sql(trace_columns: tuple[str, ...]) -> str:
-    sets = ", ".join(f"{_column(Trace, name)} = %s" for name in trace_columns)
+    sets = ", ".join(f"{quoted_column(Trace, name)} = %s" for name in trace_columns)
     return (
         f"UPDATE {connection.ops.quote_name(Trace._meta.db_table)} SET {sets} "
-        f"WHERE {_column(Trace, 'trace_id')} = %s AND {_column(Trace, 'run_token')} = %s "
-        f"RETURNING {_column(Trace, 'stop_requested')}"
+        f"WHERE {quoted_column(Trace, 'trace_id')} = %s AND {quoted_column(Trace, 'run_token')} = %s "
+        f"RETURNING {quoted_column(Trace, 'stop_requested')}"
     )
 
 
@@ -170,8 +170,8 @@ def _insert_sql(model: type[Model], keep_existing: bool) -> str:
 
 @lru_cache(maxsize=64)
 def _update_sql(model: type[Model], key: tuple[str, ...], names: tuple[str, ...]) -> str:
-    sets = ", ".join(f"{_column(model, name)} = %s" for name in names)
-    where = " AND ".join(f"{_column(model, name)} = %s" for name in key)
+    sets = ", ".join(f"{quoted_column(model, name)} = %s" for name in names)
+    where = " AND ".join(f"{quoted_column(model, name)} = %s" for name in key)
     return f"UPDATE {connection.ops.quote_name(model._meta.db_table)} SET {sets} WHERE {where}"
 
 
@@ -194,10 +194,11 @@ def _statement(
         )
     for index, (model, key, changed) in enumerate(update_shapes):
         parts.append(f"u{index} AS ({_update_sql(model, key, changed)} AND EXISTS (SELECT 1 FROM t))")
-    return f"WITH {', '.join(parts)} SELECT {_column(Trace, 'stop_requested')} FROM t"
+    return f"WITH {', '.join(parts)} SELECT {quoted_column(Trace, 'stop_requested')} FROM t"
 
 
-def _column(model: type[Model], name: str) -> str:
+def quoted_column(model: type[Model], name: str) -> str:
+    """`model`'s column `name`, quoted for this database (a raw statement's column)."""
     return connection.ops.quote_name(_field(model, name).column)
 
 
