@@ -37,6 +37,21 @@ def group_memory(pgid: int) -> tuple[int, int, int]:
     return rss, pss, count
 
 
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user + system, all threads) one live process has used so far."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy() -> float:
+    """CPU seconds all cores have spent busy since boot (/proc/stat: everything but idle and iowait)."""
+    with open("/proc/stat") as stat:
+        fields = [int(value) for value in stat.readline().split()[1:9]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
 def group_cpu(pgid: int) -> float:
     """CPU seconds (user + system, all threads) used so far by the live processes of a
     process group (/proc/<pid>/stat utime and stime)."""

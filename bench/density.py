@@ -48,7 +48,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.cluster_sampling import CLUSTER_APP, Sampler, group_cpu, wait_ready  # noqa: E402
+from bench.cluster_sampling import (  # noqa: E402
+    CLUSTER_APP,
+    Sampler,
+    group_cpu,
+    machine_busy,
+    process_cpu,
+    wait_ready,
+)
 from bench.density_report import STACKS, Burst, Row, pooled, report, table  # noqa: E402
 from bench.event_latency import percentile, track_commit_times, watch_delays, written_delays  # noqa: E402
 from bench.harness import start_scripted_model  # noqa: E402
@@ -57,6 +64,7 @@ from tests.scripted_llm import Reply, ToolCall  # noqa: E402
 
 END = ("final", "error", "stopped")
 MODEL_CALLS = 3
+MODEL_PID = 0  # the scripted model's process, set by main()
 
 
 # --- the model, in its own process ----------------------------------------------
@@ -143,6 +151,7 @@ def burst(stack: Stack, cluster: subprocess.Popen[bytes], count: int, watchers: 
     watched = set(range(0, count, step)[:watchers])
     assert stack.daphne is not None
     cpu, web_cpu = group_cpu(cluster.pid), group_cpu(stack.daphne.pid)
+    model_cpu, bench_cpu, busy = process_cpu(MODEL_PID), _own_cpu(), machine_busy()
     started = time.time()
     with ThreadPoolExecutor(min(count, 32)) as pool:
         futures = [pool.submit(start_run, stack, index) for index in range(count)]
@@ -160,6 +169,8 @@ def burst(stack: Stack, cluster: subprocess.Popen[bytes], count: int, watchers: 
             raise RuntimeError(f"the burst of {count} did not complete within {timeout:.0f} s")
         time.sleep(1.0)  # a slow poll: each costs daphne CPU the runs would otherwise get
     cpu, web_cpu = group_cpu(cluster.pid) - cpu, group_cpu(stack.daphne.pid) - web_cpu
+    model_cpu, bench_cpu = process_cpu(MODEL_PID) - model_cpu, _own_cpu() - bench_cpu
+    busy = machine_busy() - busy
     for watcher in watching:
         watcher.join(timeout=30)
     # Read after the watchers are done: C requests to daphne would compete with their last events.
@@ -177,6 +188,9 @@ def burst(stack: Stack, cluster: subprocess.Popen[bytes], count: int, watchers: 
         workers=sampler.workers,
         cpu=cpu,
         web_cpu=web_cpu,
+        model_cpu=model_cpu,
+        bench_cpu=bench_cpu,
+        busy=busy,
         delays=[delay for watcher in watching for delay in watcher.delays],
         written=[w for watcher in watching for w in written_delays(stack, watcher.trace_id, watcher.ids)],
         types=[kind for watcher in watching for kind in watcher.types],
@@ -185,6 +199,11 @@ def burst(stack: Stack, cluster: subprocess.Popen[bytes], count: int, watchers: 
         created=[created - started for created, _ in times],
         durations=[completed - created for created, completed in times],
     )
+
+
+def _own_cpu() -> float:
+    times = os.times()
+    return times.user + times.system
 
 
 def load_average() -> str:
@@ -279,7 +298,9 @@ def main() -> None:
     args.concurrency = sorted({1, *(int(c) for c in args.concurrency.split(","))})
     # A background job ignores SIGINT: let `kill` end it through the `finally`s that stop the stack.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    global MODEL_PID
     model, model_url = start_scripted_model(_workload_reply(args.delay))  # before any thread
+    MODEL_PID = model.pid
     print(
         f"# density, {datetime.now().astimezone():%Y-%m-%d %H:%M %Z}, commit {_commit()}; {_machine()}\n"
         f"# workload: {MODEL_CALLS} model calls of {args.delay:g} s with a write tool call between;"

@@ -3,6 +3,7 @@ and the per-burst lines and the table it prints."""
 
 from __future__ import annotations
 
+import os
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field
@@ -28,6 +29,9 @@ class Burst:
     workers: int | None
     cpu: float = 0.0  # CPU seconds of the cluster's processes during the burst
     web_cpu: float = 0.0  # of daphne (the POSTs, the watchers' sockets, the count polls)
+    model_cpu: float = 0.0  # of the scripted model's process (a provider's, elsewhere in production)
+    bench_cpu: float = 0.0  # of this bench (the POSTs' clients, the watchers)
+    busy: float = 0.0  # CPU seconds all cores were busy during the burst, whoever used them
     delays: list[float] = field(default_factory=list)
     types: list[str] = field(default_factory=list)  # each delay's event type
     # each delay's part from creation to commit (PostgreSQL's commit timestamp; None on SQLite)
@@ -69,6 +73,17 @@ class Burst:
             f" p99 {percentile(durations, 0.99):.2f} s, max {durations[-1]:.2f} s"
         )
 
+    def machine(self, cores: int) -> str:
+        """Where the machine's CPU went during the burst: of cores x wall, how much was busy, and whose."""
+        if not self.busy:
+            return ""
+        rest = self.busy - self.cpu - self.web_cpu - self.model_cpu - self.bench_cpu
+        return (
+            f"CPU busy {self.busy:.1f} of {cores * self.wall:.1f} s ({cores} cores x wall):"
+            f" cluster {self.cpu:.1f}, daphne {self.web_cpu:.1f}, scripted model {self.model_cpu:.1f},"
+            f" bench {self.bench_cpu:.1f}, rest (database, broker, kernel) {rest:.1f}"
+        )
+
     def by_type(self) -> str:
         """p50 / p99 ms per event type, the latest first: which events carry the tail."""
         counts = Counter(self.types)
@@ -100,6 +115,9 @@ def pooled(bursts: list[Burst]) -> Burst:
         workers=peak([b.workers for b in bursts]),
         cpu=statistics.median(b.cpu for b in bursts),
         web_cpu=statistics.median(b.web_cpu for b in bursts),
+        model_cpu=statistics.median(b.model_cpu for b in bursts),
+        bench_cpu=statistics.median(b.bench_cpu for b in bursts),
+        busy=statistics.median(b.busy for b in bursts),
         delays=[d for b in bursts for d in b.delays],
         types=[t for b in bursts for t in b.types],
         written=[w for b in bursts for w in b.written],
@@ -148,6 +166,7 @@ def describe(name: str, result: Burst, one: float, ideal: float, count: int) -> 
         + (f"\n      events by type, p50 / p99 ms (count): {result.by_type()}" if result.types else "")
         + (f"\n      events' parts, p50 / p99 ms: {split}" if (split := result.split()) else "")
         + (f"\n      {timeline}" if (timeline := result.timeline()) else "")
+        + (f"\n      {machine}" if (machine := result.machine(os.cpu_count() or 1)) else "")
     )
 
 
