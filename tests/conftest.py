@@ -40,6 +40,16 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: N
         shutil.rmtree(folder, ignore_errors=True)
 
 
+@pytest.fixture(autouse=True)
+def _fresh_memory_index() -> Iterator[None]:
+    """A test's database is emptied by rollback or truncation, neither of which tells the
+    process's kept memory indexes (memory/entries/index_cache.py): drop them after each test."""
+    yield
+    from memory.entries.index_cache import drop_all
+
+    drop_all()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _end_other_sessions_before_teardown(django_db_setup: Any, django_db_blocker: Any) -> Iterator[None]:
     """Stop the sweeper thread and end the test database's other PostgreSQL sessions before

@@ -7,7 +7,8 @@ request is sent, so the main model and the utility model work in parallel; the
 second request joins it (at most `JOIN_SECONDS`), filters the pick against what
 the first step did (`recall.survivors`) and keeps the result for the rest of the
 run. Both messages are user-role and sit right after the system prompt; they are
-not stored, so the index is always the current one.
+not stored, so the index is always a current one (this process's read of the last
+second, `index_cache.py`, dropped at once by a save here).
 
 Per-run state is keyed by (trace id, run token): a new run of the trace (a new
 claim, a new token) recalls afresh; `forget` drops it at the run's end.
@@ -21,7 +22,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from memory.entries.index import MAX_LINES, memory_index
+from memory.entries.index_cache import scope_index
 from memory.entries.recall import (
     MAX_CANDIDATES,
     candidates,
@@ -85,10 +86,7 @@ def _with_memory(trace: Trace, messages: list[dict[str, Any]], emit: Emit) -> li
             _runs[key] = state
     elif state.recall is not None:
         _join(state, messages, emit)
-    entries = memory_entries_in_scope(state.scope)
-    listed = list(entries[:MAX_LINES])
-    # Fewer than a page: that is all of them, no COUNT needed (one query per call saved).
-    index = memory_index(listed, total=len(listed) if len(listed) < MAX_LINES else entries.count())
+    index = scope_index(state.scope)  # read at most once a second per process (index_cache.py)
     extra = [m for m in (index.text if index else None, state.recalled) if m]
     if not extra:
         return None
