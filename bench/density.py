@@ -89,6 +89,7 @@ class Watcher(threading.Thread):
         super().__init__(daemon=True)
         self.stack, self.trace_id = stack, trace_id
         self.delays: list[float] = []
+        self.received: list[float] = []
         self.types: list[str] = []
         self.ids: list[int] = []
         self.error: str | None = None
@@ -96,7 +97,12 @@ class Watcher(threading.Thread):
     def run(self) -> None:
         try:
             self.delays = watch_delays(
-                self.stack, self.trace_id, timeout=3600, types=self.types, ids=self.ids
+                self.stack,
+                self.trace_id,
+                timeout=3600,
+                types=self.types,
+                ids=self.ids,
+                received_at=self.received,
             )
         except Exception as error:  # a lost watcher costs its figures, not the burst
             self.error = f"{type(error).__name__}: {error}"
@@ -192,6 +198,7 @@ def burst(stack: Stack, cluster: subprocess.Popen[bytes], count: int, watchers: 
         bench_cpu=bench_cpu,
         busy=busy,
         delays=[delay for watcher in watching for delay in watcher.delays],
+        received=[at - started for watcher in watching for at in watcher.received],
         written=[w for watcher in watching for w in written_delays(stack, watcher.trace_id, watcher.ids)],
         types=[kind for watcher in watching for kind in watcher.types],
         watch_errors=[watcher.error for watcher in watching if watcher.error],

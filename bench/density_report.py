@@ -34,6 +34,7 @@ class Burst:
     busy: float = 0.0  # CPU seconds all cores were busy during the burst, whoever used them
     delays: list[float] = field(default_factory=list)
     types: list[str] = field(default_factory=list)  # each delay's event type
+    received: list[float] = field(default_factory=list)  # each delay's receipt, s from the burst's start
     # each delay's part from creation to commit (PostgreSQL's commit timestamp; None on SQLite)
     written: list[float | None] = field(default_factory=list)
     watch_errors: list[str] = field(default_factory=list)
@@ -84,6 +85,14 @@ class Burst:
             f" bench {self.bench_cpu:.1f}, rest (database, broker, kernel) {rest:.1f}"
         )
 
+    def latest(self, count: int = 8) -> str:
+        """The latest events: delay ms @ receipt s (type). Stalls that hold every socket
+        at once (a collection, a starved process) show as one receipt time."""
+        if len(self.received) != len(self.delays):
+            return ""
+        worst = sorted(zip(self.delays, self.received, self.types, strict=True), reverse=True)[:count]
+        return ", ".join(f"{delay * 1000:.0f} @ {at:.2f} s ({kind})" for delay, at, kind in worst)
+
     def by_type(self) -> str:
         """p50 / p99 ms per event type, the latest first: which events carry the tail."""
         counts = Counter(self.types)
@@ -120,6 +129,7 @@ def pooled(bursts: list[Burst]) -> Burst:
         busy=statistics.median(b.busy for b in bursts),
         delays=[d for b in bursts for d in b.delays],
         types=[t for b in bursts for t in b.types],
+        received=[r for b in bursts for r in b.received],
         written=[w for b in bursts for w in b.written],
         watch_errors=[e for b in bursts for e in b.watch_errors],
         load=bursts[-1].load,
@@ -165,6 +175,7 @@ def describe(name: str, result: Burst, one: float, ideal: float, count: int) -> 
         f" load {result.load}"
         + (f"\n      events by type, p50 / p99 ms (count): {result.by_type()}" if result.types else "")
         + (f"\n      events' parts, p50 / p99 ms: {split}" if (split := result.split()) else "")
+        + (f"\n      latest events, ms @ s: {latest}" if (latest := result.latest()) else "")
         + (f"\n      {timeline}" if (timeline := result.timeline()) else "")
         + (f"\n      {machine}" if (machine := result.machine(os.cpu_count() or 1)) else "")
     )

@@ -56,10 +56,12 @@ def watch_delays(
     timeout: float = 120,
     types: list[str] | None = None,
     ids: list[int] | None = None,
+    received_at: list[float] | None = None,
 ) -> list[float]:
     """Seconds from creation to receipt of each event of `trace_id` created after the
     watch connected, until the run ends (the socket is read in this thread); each
-    event's type (event_id) is appended to `types` (`ids`) when given."""
+    event's type (event_id, receipt time) is appended to `types` (`ids`, `received_at`)
+    when given."""
     delays: list[float] = []
     with stack.watch(trace_id) as socket_:
         connected = time.time()
@@ -73,6 +75,8 @@ def watch_delays(
                     types.append(event["type"])
                 if ids is not None:
                     ids.append(event["event_id"])
+                if received_at is not None:
+                    received_at.append(received)
             if event["type"] in END:
                 return delays
 
