@@ -16,7 +16,10 @@ peak number of PostgreSQL client connections to the service's database
 (pg_stat_activity, sampled; n/a on SQLite); the live event latency p50/p99
 (created_at in the worker to receipt by a WebSocket watcher, over `--watchers`
 runs spread across the burst; events created before the watcher connected are
-replay, not counted); the load average after the burst.
+replay, not counted) and the latest of them with their receipt times; where the
+machine's CPU went (all cores' busy time from /proc/stat against cores x wall: the
+cluster, daphne, the scripted model, this bench, the rest); the load average after
+the burst.
 
 The model is tests/scripted_llm.py in its own process (so its threads do not share
 the watchers' interpreter lock), with its collector off (bench/harness.py: a provider
