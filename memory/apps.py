@@ -22,8 +22,8 @@ class MemoryConfig(AppConfig):
         memory_extensions.register(extensions)
         # A deleted trace's experiences keep their text; their evidence says it was deleted.
         trace_deleting.connect(experiences_forget_traces, dispatch_uid="memory-forget-traces")
-        # Django rebuilds a SQLite table to alter it, which drops the full-text triggers.
         # A run's memory index is kept a second per process; a write here drops it.
         post_save.connect(entries_changed, sender=MemoryEntry, dispatch_uid="memory-index-saved")
         post_delete.connect(entries_changed, sender=MemoryEntry, dispatch_uid="memory-index-deleted")
+        # Django rebuilds a SQLite table to alter it, which drops the full-text triggers.
         post_migrate.connect(ensure_after_migrate, sender=self, dispatch_uid="memory-fulltext")
