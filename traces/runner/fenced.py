@@ -98,13 +98,13 @@ def fenced_write(
         tuple((model, model in keep_existing) for model, _ in inserts),
         tuple((model, tuple(key), tuple(values)) for model, key, values in updates),
     )
-    params: list[Any] = [_prep(Trace, name, value) for name, value in trace_values.items()]
+    params: list[Any] = [prepared(Trace, name, value) for name, value in trace_values.items()]
     params += [trace_id, token]
     for model, rows in inserts:
         params.append(_records(model, rows))
     for model, key, values in updates:
-        params += [_prep(model, name, value) for name, value in values.items()]
-        params += [_prep(model, name, value) for name, value in key.items()]
+        params += [prepared(model, name, value) for name, value in values.items()]
+        params += [prepared(model, name, value) for name, value in key.items()]
     if connection.in_atomic_block:
         with transaction.atomic():
             return _execute(sql, params)
@@ -130,7 +130,7 @@ def _write_in_transaction(
     there). Plain cached SQL and `executemany`: the ORM's compilers cost more than
     the writes on an in-process database."""
     with transaction.atomic(), connection.cursor() as cursor:
-        values = [_prep(Trace, name, value) for name, value in trace_values.items()]
+        values = [prepared(Trace, name, value) for name, value in trace_values.items()]
         cursor.execute(_fence_sql(tuple(trace_values)), [*values, trace_id, token])
         row = cursor.fetchone()
         if row is None:
@@ -142,8 +142,8 @@ def _write_in_transaction(
                 [[f.get_db_prep_save(f.pre_save(obj, True), connection) for f in fields] for obj in rows],
             )
         for model, key, changes in updates:
-            values = [_prep(model, name, value) for name, value in changes.items()]
-            values += [_prep(model, name, value) for name, value in key.items()]
+            values = [prepared(model, name, value) for name, value in changes.items()]
+            values += [prepared(model, name, value) for name, value in key.items()]
             cursor.execute(_update_sql(model, tuple(key), tuple(changes)), values)
         return bool(row[0])
 
@@ -281,5 +281,6 @@ def _iso(value: datetime | None) -> str | None:
     return value.isoformat()
 
 
-def _prep(model: type[Model], name: str, value: Any) -> Any:
+def prepared(model: type[Model], name: str, value: Any) -> Any:
+    """`value` as `model`'s field `name` writes it (a raw statement's parameter)."""
     return _field(model, name).get_db_prep_save(value, connection)

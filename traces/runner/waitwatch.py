@@ -26,7 +26,7 @@ from django.utils import timezone
 from traces.models import Trace
 from traces.process_local import PerProcess
 from traces.runner.connections import connection_release
-from traces.runner.fenced import quoted_column
+from traces.runner.fenced import prepared, quoted_column
 
 if TYPE_CHECKING:
     from traces.runner.store import RunStore
@@ -108,7 +108,7 @@ def _flags(trace_ids: list[str]) -> dict[str, tuple[int, bool]]:
 def _beat(leases: list[tuple[str, int]]) -> None:
     """Renew the leases still held (trace id, run token), in one UPDATE written out as
     `_flags` is (the ORM compiled one OR'd condition per run at every renewal)."""
-    params: list[Any] = [Trace._meta.get_field("heartbeat_at").get_db_prep_save(timezone.now(), connection)]
+    params: list[Any] = [prepared(Trace, "heartbeat_at", timezone.now())]
     for pk, token in leases:
         params += [pk, token]
     with connection.cursor() as cursor:
