@@ -37,11 +37,19 @@ def group_memory(pgid: int) -> tuple[int, int, int]:
     return rss, pss, count
 
 
+def _stat(pid: int | str) -> list[str]:
+    """/proc/<pid>/stat's fields after the command name (field 3, state, is [0])."""
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().rsplit(")", 1)[1].split()
+
+
+def _cpu_ticks(fields: list[str]) -> int:
+    return int(fields[11]) + int(fields[12])  # utime + stime
+
+
 def process_cpu(pid: int) -> float:
     """CPU seconds (user + system, all threads) one live process has used so far."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return _cpu_ticks(_stat(pid)) / os.sysconf("SC_CLK_TCK")
 
 
 def machine_busy() -> float:
@@ -60,10 +68,9 @@ def group_cpu(pgid: int) -> float:
         if not entry.isdigit():
             continue
         try:
-            with open(f"/proc/{entry}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
+            fields = _stat(entry)
             if int(fields[2]) == pgid:
-                ticks += int(fields[11]) + int(fields[12])
+                ticks += _cpu_ticks(fields)
         except (OSError, IndexError, ValueError):
             continue  # the process ended while we read it
     return ticks / os.sysconf("SC_CLK_TCK")

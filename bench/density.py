@@ -67,7 +67,6 @@ from tests.scripted_llm import Reply, ToolCall  # noqa: E402
 
 END = ("final", "error", "stopped")
 MODEL_CALLS = 3
-MODEL_PID = 0  # the scripted model's process, set by main()
 
 
 # --- the model, in its own process ----------------------------------------------
@@ -152,7 +151,9 @@ def start_run(stack: Stack, index: int) -> str:
     return str(answer["trace_id"])
 
 
-def burst(stack: Stack, cluster: subprocess.Popen[bytes], count: int, watchers: int, timeout: float) -> Burst:
+def burst(
+    stack: Stack, cluster: subprocess.Popen[bytes], count: int, watchers: int, timeout: float, model_pid: int
+) -> Burst:
     completed, failed = count_traces(stack, "completed"), count_traces(stack, "failed")
     sampler = Sampler(cluster.pid, stack.pg.url if stack.pg else None)
     sampler.start()
@@ -160,7 +161,7 @@ def burst(stack: Stack, cluster: subprocess.Popen[bytes], count: int, watchers: 
     watched = set(range(0, count, step)[:watchers])
     assert stack.daphne is not None
     cpu, web_cpu = group_cpu(cluster.pid), group_cpu(stack.daphne.pid)
-    model_cpu, bench_cpu, busy = process_cpu(MODEL_PID), _own_cpu(), machine_busy()
+    model_cpu, bench_cpu, busy = process_cpu(model_pid), _own_cpu(), machine_busy()
     started = time.time()
     with ThreadPoolExecutor(min(count, 32)) as pool:
         futures = [pool.submit(start_run, stack, index) for index in range(count)]
@@ -178,7 +179,7 @@ def burst(stack: Stack, cluster: subprocess.Popen[bytes], count: int, watchers: 
             raise RuntimeError(f"the burst of {count} did not complete within {timeout:.0f} s")
         time.sleep(1.0)  # a slow poll: each costs daphne CPU the runs would otherwise get
     cpu, web_cpu = group_cpu(cluster.pid) - cpu, group_cpu(stack.daphne.pid) - web_cpu
-    model_cpu, bench_cpu = process_cpu(MODEL_PID) - model_cpu, _own_cpu() - bench_cpu
+    model_cpu, bench_cpu = process_cpu(model_pid) - model_cpu, _own_cpu() - bench_cpu
     busy = machine_busy() - busy
     for watcher in watching:
         watcher.join(timeout=30)
@@ -225,7 +226,7 @@ def load_average() -> str:
 
 
 def measure(
-    kind: str, settings: str, env: dict[str, str], args: argparse.Namespace, model_url: str
+    kind: str, settings: str, env: dict[str, str], args: argparse.Namespace, model_url: str, model_pid: int
 ) -> list[Row]:
     _, postgres, redis = STACKS[kind]
     variables: dict[str, Any] = dict(env)  # AGENT_* names, never one of Stack's own keywords
@@ -244,11 +245,11 @@ def measure(
             cold = (
                 None
                 if args.no_cold and count > 1
-                else burst(stack, cluster, count, args.watchers, args.timeout)
+                else burst(stack, cluster, count, args.watchers, args.timeout, model_pid)
             )
             warms = []
             for index in range(args.warm):
-                warms.append(burst(stack, cluster, count, args.watchers, args.timeout))
+                warms.append(burst(stack, cluster, count, args.watchers, args.timeout, model_pid))
                 if args.warm > 1:
                     delays = warms[-1].delays
                     p99 = f", events p99 {percentile(delays, 0.99) * 1000:.0f} ms" if delays else ""
@@ -308,9 +309,7 @@ def main() -> None:
     args.concurrency = sorted({1, *(int(c) for c in args.concurrency.split(","))})
     # A background job ignores SIGINT: let `kill` end it through the `finally`s that stop the stack.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    global MODEL_PID
     model, model_url = start_scripted_model(_workload_reply(args.delay))  # before any thread
-    MODEL_PID = model.pid
     print(
         f"# density, {datetime.now().astimezone():%Y-%m-%d %H:%M %Z}, commit {_commit()}; {_machine()}\n"
         f"# workload: {MODEL_CALLS} model calls of {args.delay:g} s with a write tool call between;"
@@ -325,7 +324,7 @@ def main() -> None:
             for kind in args.stacks.split(","):
                 label = STACKS[kind][0]
                 print(f"== {label}, {settings} settings {env or ''}", flush=True)
-                measured = measure(kind, settings, env, args, model_url)
+                measured = measure(kind, settings, env, args, model_url, model.pid)
                 ones[(kind, settings)] = measured[0].warm.wall
                 rows.extend(measured)
     finally:
