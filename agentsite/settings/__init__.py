@@ -103,6 +103,8 @@ def _database() -> Mapping[str, Any]:
         # (a burst of 256 start requests held PostgreSQL's 200 connections: 503s).
         db = dj_database_url.parse(url, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 0))
         db["CONN_HEALTH_CHECKS"] = True
+        if db["ENGINE"] == "django.db.backends.sqlite3":
+            db["ENGINE"] = "agentsite.backends.sqlite3"  # writers take turns, as below
         pool_size = env_int("AGENT_DB_POOL_SIZE", 8, minimum=0)
         if pool_size and db["ENGINE"] == "django.db.backends.postgresql" and sys.argv[1:2] == ["qcluster"]:
             # A worker cluster: one bounded pool per process (psycopg_pool), shared by
@@ -119,7 +121,8 @@ def _database() -> Mapping[str, Any]:
             }
         return db
     return {
-        "ENGINE": "django.db.backends.sqlite3",
+        # Django's SQLite backend whose writers take turns (agentsite/backends/sqlite3/base.py).
+        "ENGINE": "agentsite.backends.sqlite3",
         "NAME": env_str("SQLITE_PATH") or str(BASE_DIR / "db.sqlite3"),
         "OPTIONS": {
             # WAL lets the ASGI server read while a worker writes; IMMEDIATE

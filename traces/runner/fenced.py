@@ -128,23 +128,32 @@ def _write_in_transaction(
 ) -> bool | None:
     """SQLite: the same writes in one transaction, fence first (no data-modifying CTEs
     there). Plain cached SQL and `executemany`: the ORM's compilers cost more than
-    the writes on an in-process database."""
+    the writes on an in-process database. Statements and parameters are made before
+    the transaction: it holds the database's one write lock, which every other
+    writer of the machine waits for."""
+    fence = (
+        _fence_sql(tuple(trace_values)),
+        [*(prepared(Trace, name, value) for name, value in trace_values.items()), trace_id, token],
+    )
+    many = []
+    for model, rows in inserts:
+        fields = _insert_fields(model)
+        params = [[f.get_db_prep_save(f.pre_save(obj, True), connection) for f in fields] for obj in rows]
+        many.append((_insert_sql(model, model in keep_existing), params))
+    single = []
+    for model, key, changes in updates:
+        values = [prepared(model, name, value) for name, value in changes.items()]
+        values += [prepared(model, name, value) for name, value in key.items()]
+        single.append((_update_sql(model, tuple(key), tuple(changes)), values))
     with transaction.atomic(), connection.cursor() as cursor:
-        values = [prepared(Trace, name, value) for name, value in trace_values.items()]
-        cursor.execute(_fence_sql(tuple(trace_values)), [*values, trace_id, token])
+        cursor.execute(*fence)
         row = cursor.fetchone()
         if row is None:
             return None  # nothing written yet: the fence is the first statement
-        for model, rows in inserts:
-            fields = _insert_fields(model)
-            cursor.executemany(
-                _insert_sql(model, model in keep_existing),
-                [[f.get_db_prep_save(f.pre_save(obj, True), connection) for f in fields] for obj in rows],
-            )
-        for model, key, changes in updates:
-            values = [prepared(model, name, value) for name, value in changes.items()]
-            values += [prepared(model, name, value) for name, value in key.items()]
-            cursor.execute(_update_sql(model, tuple(key), tuple(changes)), values)
+        for sql, param_list in many:
+            cursor.executemany(sql, param_list)
+        for sql, values in single:
+            cursor.execute(sql, values)
         return bool(row[0])
 
 
