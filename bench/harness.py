@@ -295,11 +295,14 @@ def _message(trace_id: str, sequence: int, parent: int | None, fields: dict[str,
 
 
 class TimedCall:
-    """Wraps an llm_call; records when the first call started and the time spent inside."""
+    """Wraps an llm_call; records when the first two calls started, the first's time
+    inside and the time spent inside all of them."""
 
     def __init__(self, call: Any) -> None:
         self.call = call
         self.first_started: float | None = None
+        self.second_started: float | None = None
+        self.first_inside = 0.0
         self.inside = 0.0
         self.calls = 0
 
@@ -307,10 +310,14 @@ class TimedCall:
         started = time.perf_counter()
         if self.first_started is None:
             self.first_started = started
+        elif self.second_started is None:
+            self.second_started = started
         try:
             return self.call(messages, **kwargs)
         finally:
             self.inside += time.perf_counter() - started
+            if self.calls == 0:
+                self.first_inside = self.inside
             self.calls += 1
 
 
@@ -323,6 +330,7 @@ class RunTiming:
     runner_total: float  # last_run_stats
     runner_model: float  # last_run_stats
     status: str
+    first_step: float  # outside llm_call from the first call's start to the second's
 
     @property
     def loop(self) -> float:
@@ -331,6 +339,11 @@ class RunTiming:
     def loop_overhead_ms(self) -> float:
         """Framework time per step outside the llm_call, the one-off load excluded."""
         return (self.loop - self.inside_model) / self.steps * 1000
+
+    def steady_overhead_ms(self) -> float:
+        """As loop_overhead_ms, the first step also excluded: a run's first request on a
+        long trace records the history it sends (traces/runner/request_log.py), once."""
+        return (self.loop - self.inside_model - self.first_step) / (self.steps - 1) * 1000
 
     def loop_step_ms(self) -> float:
         """Whole step (model client included) per step, the one-off load excluded."""
@@ -370,6 +383,7 @@ def timed_run(llm_call: Any, *, steps: int, trace_id: str | None, registry: Any)
         runner_total=float(stats["total_seconds"]),
         runner_model=float(stats["model_seconds"]),
         status=result.status,
+        first_step=(timed.second_started or started) - (timed.first_started or started) - timed.first_inside,
     )
 
 

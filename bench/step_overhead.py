@@ -5,7 +5,12 @@ Prints, for main paths of 10, 1,000 and 10,000 messages (plus side branches):
 (a) framework overhead per loop step with an instant in-process `llm_call`:
     everything outside the model call (persisting messages, events and stats,
     building the next request, tool dispatch). Target <= 3 ms, and flat: the
-    step at 10,000 within 1.5x of the step at 10.
+    step at 10,000 within 1.5x of the step at 10. Beside it, the first step alone
+    (ms) and the steady steps after it: a run's first request on a long trace
+    records the history it sends once (traces/runner/request_log.py; all of it
+    here, where the traces were written directly, not by runs); "again" is the
+    first step of one more run on the same trace, which finds that history stored,
+    as a trace that runs wrote does.
 (b) the whole step through the real `traces.llm.LLMClient` (litellm) with an
     instant scripted model behind litellm's custom-provider hook (no network).
 (c) the main path of a 10,000-message trace with branches (median of N runs):
@@ -61,6 +66,7 @@ def worker(lengths: list[int], steps: int, repeats: int, main_path_runs: int) ->
     # Repeats go round all lengths, so a disturbance (autovacuum, a neighbour's
     # burst of work) lands in one run of several cells, not in every run of one.
     a_runs: dict[int, list[RunTiming]] = {n: [] for n in lengths}
+    again: dict[int, list[RunTiming]] = {n: [] for n in lengths}  # the same trace, continued once more
     b_runs: dict[int, list[RunTiming]] = {n: [] for n in lengths}
     shapes = {}
     for rep in range(repeats):
@@ -70,10 +76,13 @@ def worker(lengths: list[int], steps: int, repeats: int, main_path_runs: int) ->
             a_runs[length].append(
                 timed_run(instant_llm_call, steps=steps, trace_id=f"a-{length}-{rep}", registry=registry)
             )
+            again[length].append(
+                timed_run(instant_llm_call, steps=steps, trace_id=f"a-{length}-{rep}", registry=registry)
+            )
             b_runs[length].append(
                 timed_run(client, steps=steps, trace_id=f"b-{length}-{rep}", registry=registry)
             )
-    rows = [_row(length, shapes[length], a_runs[length], b_runs[length]) for length in lengths]
+    rows = [_row(length, shapes[length], a_runs[length], again[length], b_runs[length]) for length in lengths]
     return {
         "vendor": connection.vendor,
         "server": _server_version(connection),
@@ -83,7 +92,11 @@ def worker(lengths: list[int], steps: int, repeats: int, main_path_runs: int) ->
 
 
 def _row(
-    length: int, shape: dict[str, int], a_runs: list[RunTiming], b_runs: list[RunTiming]
+    length: int,
+    shape: dict[str, int],
+    a_runs: list[RunTiming],
+    again: list[RunTiming],
+    b_runs: list[RunTiming],
 ) -> dict[str, Any]:
     return {
         "length": length,
@@ -92,6 +105,9 @@ def _row(
         "a_overhead_ms": median([r.loop_overhead_ms() for r in a_runs]),
         "a_runner_overhead_ms": median([r.runner_overhead_ms() for r in a_runs]),
         "a_prepare_ms": median([r.prepare * 1000 for r in a_runs]),
+        "a_first_step_ms": median([r.first_step * 1000 for r in a_runs]),
+        "again_first_step_ms": median([r.first_step * 1000 for r in again]),
+        "a_steady_ms": median([r.steady_overhead_ms() for r in a_runs]),
         "b_step_ms": median([r.loop_step_ms() for r in b_runs]),
         "b_client_ms": median([r.inside_model / r.steps * 1000 for r in b_runs]),
         "a_all": [round(r.loop_overhead_ms(), 2) for r in a_runs],
@@ -204,18 +220,22 @@ def report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> None
     )
     print()
     header = (
-        f"{'database':<16}{'length (main+side)':>20}{'steps':>7}{'(a) overhead':>14}"
-        f"{'(total-model)':>15}{'load':>9}{'(b) full step':>15}{'litellm':>10}"
+        f"{'database':<16}{'length (main+side)':>20}{'steps':>7}{'(a) overhead':>14}{'first step':>12}{'again':>8}"
+        f"{'steady':>9}{'(total-model)':>15}{'load':>9}{'(b) full step':>15}{'litellm':>10}"
     )
     print(header)
-    print(f"{'':<16}{'':>20}{'':>7}{'ms/step':>14}{'ms/step':>15}{'ms':>9}{'ms/step':>15}{'ms/step':>10}")
+    print(
+        f"{'':<16}{'':>20}{'':>7}{'ms/step':>14}{'ms':>12}{'ms':>8}{'ms/step':>9}{'ms/step':>15}{'ms':>9}"
+        f"{'ms/step':>15}{'ms/step':>10}"
+    )
     print("-" * len(header))
     for data in results.values():
         for row in data["rows"]:
             shape = row["shape"]
             print(
                 f"{data['server']:<16}{shape['main']:>11,} + {shape['side']:<6,}{row['steps']:>7}"
-                f"{row['a_overhead_ms']:>14.2f}{row['a_runner_overhead_ms']:>15.2f}{row['a_prepare_ms']:>9.1f}"
+                f"{row['a_overhead_ms']:>14.2f}{row['a_first_step_ms']:>12.1f}{row['again_first_step_ms']:>8.1f}{row['a_steady_ms']:>9.2f}"
+                f"{row['a_runner_overhead_ms']:>15.2f}{row['a_prepare_ms']:>9.1f}"
                 f"{row['b_step_ms']:>15.2f}{row['b_client_ms']:>10.2f}"
             )
     print()
@@ -225,10 +245,14 @@ def report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> None
         a_ratio = rows[high]["a_overhead_ms"] / rows[low]["a_overhead_ms"]
         b_ratio = rows[high]["b_step_ms"] / rows[low]["b_step_ms"]
         worst = max(r["a_overhead_ms"] for r in data["rows"])
+        steady_ratio = rows[high]["a_steady_ms"] / rows[low]["a_steady_ms"]
+        steady_worst = max(r["a_steady_ms"] for r in data["rows"])
         print(
             f"{data['server']}: ratio {high:,}/{low:,}: (a) {a_ratio:.2f}x "
-            f"[{'met' if a_ratio <= FLAT_TARGET else 'MISSED'}: <= {FLAT_TARGET}x], (b) {b_ratio:.2f}x; "
-            f"worst (a) {worst:.2f} ms [{'met' if worst <= OVERHEAD_TARGET_MS else 'MISSED'}: <= {OVERHEAD_TARGET_MS} ms]"
+            f"[{_verdict(a_ratio <= FLAT_TARGET)}: <= {FLAT_TARGET}x], (b) {b_ratio:.2f}x; "
+            f"worst (a) {worst:.2f} ms [{_verdict(worst <= OVERHEAD_TARGET_MS)}: <= {OVERHEAD_TARGET_MS} ms]\n"
+            f"    steady steps (the first excluded): ratio {steady_ratio:.2f}x [{_verdict(steady_ratio <= FLAT_TARGET)}], "
+            f"worst {steady_worst:.2f} ms [{_verdict(steady_worst <= OVERHEAD_TARGET_MS)}]"
         )
     print()
     longest = max(int(x) for x in args.lengths.split(","))
@@ -256,6 +280,10 @@ def report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> None
         "raw (b) ms/step per run:",
         {k: {r["length"]: r["b_all"] for r in d["rows"]} for k, d in results.items()},
     )
+
+
+def _verdict(met: bool) -> str:
+    return "met" if met else "MISSED"
 
 
 def _span(timing: dict[str, float]) -> str:
