@@ -29,6 +29,7 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from django.db.backends.sqlite3 import base
@@ -101,20 +102,23 @@ class TurnCursor(base.SQLiteCursorWrapper):
     timeout: float = 5.0
 
     def execute(self, query: str, params: Any = None) -> Any:
-        if self.turn is None or self.connection.in_transaction or not _writes(query):
-            return super().execute(query, params)
-        self.turn.acquire(self.timeout)
-        try:
-            return super().execute(query, params)
-        finally:
-            self.turn.release()
+        if self._takes_turn(query):
+            return self._in_turn(super().execute, query, params)
+        return super().execute(query, params)
 
     def executemany(self, query: str, param_list: Any) -> Any:
-        if self.turn is None or self.connection.in_transaction or not _writes(query):
-            return super().executemany(query, param_list)
+        if self._takes_turn(query):
+            return self._in_turn(super().executemany, query, param_list)
+        return super().executemany(query, param_list)
+
+    def _takes_turn(self, query: str) -> bool:
+        return self.turn is not None and not self.connection.in_transaction and _writes(query)
+
+    def _in_turn(self, statement: Callable[[str, Any], Any], query: str, params: Any) -> Any:
+        assert self.turn is not None  # _takes_turn
         self.turn.acquire(self.timeout)
         try:
-            return super().executemany(query, param_list)
+            return statement(query, params)
         finally:
             self.turn.release()
 
