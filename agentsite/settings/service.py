@@ -66,6 +66,13 @@ else:
 # processes by PostgreSQL LISTEN/NOTIFY, or on SQLite by Unix datagram sockets in
 # this directory (default `<SQLite file>.doorbells`; traces/events/bells.py).
 AGENT_DOORBELL_DIR = env_str("AGENT_DOORBELL_DIR")
+# Where rings go with Redis: "layer" (default), the channel layer's groups; "database",
+# the same path as without Redis (NOTIFY on PostgreSQL), sent in one round trip per
+# batch by a thread of each process instead of channels_redis's group_send on an event
+# loop that a busy worker's runs hold up (README, Density; traces/events/doorbell.py).
+AGENT_DOORBELL = env_str("AGENT_DOORBELL", "layer").lower()
+if AGENT_DOORBELL not in ("layer", "database"):
+    raise ImproperlyConfigured(f"AGENT_DOORBELL={AGENT_DOORBELL!r} is not layer or database")
 # How often a WebSocket watcher re-reads the event log without a doorbell: a
 # safety net for a lost ring (a doorbell only wakes it sooner).
 AGENT_WATCH_POLL_SECONDS = env_float("AGENT_WATCH_POLL_SECONDS", 5.0, minimum=0.05)

@@ -1,6 +1,7 @@
 """The cross-process doorbell without Redis (W3, issue 18): a run committing in a
 real `manage.py qcluster` worker wakes a watch socket served by a real daphne,
-on a SQLite file (Unix datagram sockets) and on PostgreSQL (LISTEN/NOTIFY).
+on a SQLite file (Unix datagram sockets) and on PostgreSQL (LISTEN/NOTIFY); and
+by NOTIFY beside Redis with AGENT_DOORBELL=database.
 
 Every stack here polls the event log only once an hour, so an event committed
 after the watcher's first read reaches the client only if the doorbell rang: the
@@ -53,6 +54,24 @@ def postgres_stack(scripted_llm_server: ScriptedLLM) -> Iterator[Stack]:
         pytest.skip(f"no PostgreSQL server binaries: {exc}")
     # One worker process: the second run rings through the same NOTIFY sender as the first.
     stack = Stack(model_url=scripted_llm_server.url, redis=False, postgres=True, workers=1, **NO_POLL)
+    yield stack
+    stack.stop()
+
+
+@pytest.fixture(scope="module")
+def redis_notify_stack(scripted_llm_server: ScriptedLLM) -> Iterator[Stack]:
+    try:
+        throwaway_pg.find_bindir()
+    except throwaway_pg.PostgresNotFound as exc:
+        pytest.skip(f"no PostgreSQL server binaries: {exc}")
+    stack = Stack(
+        model_url=scripted_llm_server.url,
+        redis=True,
+        postgres=True,
+        workers=1,
+        AGENT_DOORBELL="database",
+        **NO_POLL,
+    )
     yield stack
     stack.stop()
 
@@ -153,3 +172,11 @@ def test_postgres_dropped_doorbell_connections_reconnect_and_ring(postgres_stack
         after = doorbell_sessions(postgres_stack)
     assert after["listen"] and not set(after["listen"]) & set(before["listen"])
     assert after["notify"] and not set(after["notify"]) & set(before["notify"])
+
+
+def test_redis_with_the_database_doorbell_a_worker_rings_daphne_by_notify(
+    redis_notify_stack: Stack, model: ScriptedLLM
+):
+    watch_a_held_run(redis_notify_stack, model, "Rung by NOTIFY beside Redis.")
+    sessions = doorbell_sessions(redis_notify_stack)
+    assert "notify" in sessions  # the worker's sender: the ring did not take the channel layer

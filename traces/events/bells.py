@@ -50,8 +50,9 @@ class Receiver(Protocol):
 
 def transport() -> str | None:
     """ "postgres", "socket", or None: the channel layer crosses processes itself
-    (Redis), or nothing else can share the database (an in-memory SQLite)."""
-    if not isinstance(get_channel_layer(), InMemoryChannelLayer):
+    (Redis) and carries the rings (AGENT_DOORBELL "layer"), or nothing else can share
+    the database (an in-memory SQLite)."""
+    if not isinstance(get_channel_layer(), InMemoryChannelLayer) and settings.AGENT_DOORBELL != "database":
         return None
     vendor = connections["default"].vendor
     if vendor == "postgresql":

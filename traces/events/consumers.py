@@ -20,7 +20,9 @@ and duplicate-free per trace across reconnects, with no expiry, on any channel
 layer:
 
 - with Redis (REDIS_URL) the worker's commit rings the group and watchers read
-  within milliseconds; the poll (AGENT_WATCH_POLL_SECONDS, 5 s) is a safety net;
+  within milliseconds; the poll (AGENT_WATCH_POLL_SECONDS, 5 s) is a safety net
+  (with AGENT_DOORBELL=database the rings come as in the next case, and this
+  process's registry of watchers rings the consumer: `rung`);
 - in the embedded default (in-memory layer, worker in another process) the ring
   crosses processes by PostgreSQL NOTIFY or a Unix datagram socket
   (traces/events/bells.py), which this consumer listens to while it is open;
@@ -64,7 +66,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
 from traces.events.cursors import Head, WatchCursors, heads_and_events, parse_watch_query
-from traces.events.doorbell import group_for, listen
+from traces.events.doorbell import group_for, listen, unwatch, watch
 from traces.events.presence import MARK_EVERY, streams_when_watched
 from traces.events.reads import read
 from traces.selectors import traces_visible_to
@@ -126,6 +128,7 @@ class TraceWatchConsumer(AsyncJsonWebsocketConsumer):
     watched: WatchCursors
     doorbells: set[str]
     pump: asyncio.Task[None] | None = None
+    loop: asyncio.AbstractEventLoop
     unlisten: Callable[[], None] | None = None
     degraded = False  # the channel layer failed: the pump polls the table
     recovering_until = 0.0  # monotonic time until which the pump still polls after a recovery
@@ -218,6 +221,7 @@ class TraceWatchConsumer(AsyncJsonWebsocketConsumer):
         self.user = user
         self.watched = WatchCursors(self.trace_id, query)
         self.bell = asyncio.Event()
+        self.loop = asyncio.get_running_loop()
         # Join (and listen to other processes) before the first read, so no ring
         # between that read and the join is missed.
         self.unlisten = listen()
@@ -235,6 +239,8 @@ class TraceWatchConsumer(AsyncJsonWebsocketConsumer):
                     "group_discard", self.channel_layer.group_discard(group, self.channel_name)
                 ):
                     break  # the entries expire with the layer's group_expiry
+        for group in self.doorbells:
+            unwatch(group, self)
         self.doorbells = set()
         if self.unlisten is not None:
             self.unlisten()
@@ -244,6 +250,10 @@ class TraceWatchConsumer(AsyncJsonWebsocketConsumer):
         """Clients only listen; anything they send is ignored."""
 
     async def trace_doorbell(self, message: dict[str, Any]) -> None:
+        self.rung(message)
+
+    def rung(self, message: dict[str, Any]) -> None:
+        """A ring, from the layer or (AGENT_DOORBELL "database") the process's registry."""
         if self.watched.rings(message.get("trace_id", self.trace_id), message.get("last_event_id", 0)):
             self.bell.set()
 
@@ -251,6 +261,8 @@ class TraceWatchConsumer(AsyncJsonWebsocketConsumer):
         """Join the doorbell groups of `trace_ids`; whether any was new."""
         new = {group_for(trace_id) for trace_id in trace_ids} - self.doorbells
         self.doorbells |= new  # a join that fails now is made again by `_rejoin`
+        for group in new:
+            watch(group, self)
         for group in sorted(new):
             if self.degraded or not await self._layer(
                 "group_add", self.channel_layer.group_add(group, self.channel_name)
@@ -261,6 +273,7 @@ class TraceWatchConsumer(AsyncJsonWebsocketConsumer):
     async def _leave(self, trace_ids: list[str]) -> None:
         for group in {group_for(trace_id) for trace_id in trace_ids} & self.doorbells:
             self.doorbells.discard(group)
+            unwatch(group, self)
             if not self.degraded:
                 await self._layer("group_discard", self.channel_layer.group_discard(group, self.channel_name))
 
