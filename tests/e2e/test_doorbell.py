@@ -46,32 +46,26 @@ def sqlite_stack(scripted_llm_server: ScriptedLLM) -> Iterator[Stack]:
     stack.stop()
 
 
-@pytest.fixture(scope="module")
-def postgres_stack(scripted_llm_server: ScriptedLLM) -> Iterator[Stack]:
+def postgres_stack_of(model: ScriptedLLM, *, redis: bool, **env: str) -> Stack:
+    """A stack on PostgreSQL with one worker process (its runs ring through one NOTIFY
+    sender), polling once an hour; skips the test without PostgreSQL."""
     try:
         throwaway_pg.find_bindir()
     except throwaway_pg.PostgresNotFound as exc:
         pytest.skip(f"no PostgreSQL server binaries: {exc}")
-    # One worker process: the second run rings through the same NOTIFY sender as the first.
-    stack = Stack(model_url=scripted_llm_server.url, redis=False, postgres=True, workers=1, **NO_POLL)
+    return Stack(model_url=model.url, redis=redis, postgres=True, workers=1, **NO_POLL, **env)
+
+
+@pytest.fixture(scope="module")
+def postgres_stack(scripted_llm_server: ScriptedLLM) -> Iterator[Stack]:
+    stack = postgres_stack_of(scripted_llm_server, redis=False)
     yield stack
     stack.stop()
 
 
 @pytest.fixture(scope="module")
 def redis_notify_stack(scripted_llm_server: ScriptedLLM) -> Iterator[Stack]:
-    try:
-        throwaway_pg.find_bindir()
-    except throwaway_pg.PostgresNotFound as exc:
-        pytest.skip(f"no PostgreSQL server binaries: {exc}")
-    stack = Stack(
-        model_url=scripted_llm_server.url,
-        redis=True,
-        postgres=True,
-        workers=1,
-        AGENT_DOORBELL="database",
-        **NO_POLL,
-    )
+    stack = postgres_stack_of(scripted_llm_server, redis=True, AGENT_DOORBELL="database")
     yield stack
     stack.stop()
 

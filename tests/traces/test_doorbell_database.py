@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 import redis as redis_client
+from channels.testing import WebsocketCommunicator
 
 from tests.e2e.stack import REDIS_SERVER
 from tests.traces.test_doorbell_sender import Redis
@@ -47,33 +48,30 @@ def redis_layer(tmp_path: Path, settings: Any) -> Iterator[Redis]:
     server.kill()
 
 
-def forget_groups(server: Redis) -> None:
-    """Redis loses every group membership: a ring through the layer reaches nobody."""
-    redis_client.Redis.from_url(server.url).flushall()
-
-
-async def test_a_ring_of_this_process_reaches_its_watchers_without_the_layer(redis_layer: Redis):
+async def watching_without_groups(server: Redis) -> tuple[str, WebsocketCommunicator]:
+    """A watch socket of a trace with one event, past that event; then Redis loses every
+    group membership, so a ring through the layer reaches nobody."""
     user, key = await user_with_token("integrator")
     trace_id = await trace_with_events(user, 1)
     comm = watch(trace_id, token=key)
     assert (await comm.connect())[0]
     assert await receive_ids(comm, 1) == [1]
-    forget_groups(redis_layer)
+    redis_client.Redis.from_url(server.url).flushall()
+    return trace_id, comm
+
+
+async def test_a_ring_of_this_process_reaches_its_watchers_without_the_layer(redis_layer: Redis):
+    trace_id, comm = await watching_without_groups(redis_layer)
     await aappend_events(trace_id, 2)  # rings from a sync thread, as a request of daphne does
     assert await receive_ids(comm, 2, timeout=10) == [2, 3]
     await comm.disconnect()
     assert doorbell.group_for(trace_id) not in doorbell._watchers  # left the registry
 
 
-async def test_a_ring_from_another_process_reaches_the_watchers_here(redis_layer: Redis, settings: Any):
+async def test_a_ring_from_another_process_reaches_the_watchers_here(redis_layer: Redis):
     if bells.transport() != "socket":
         pytest.skip("the other process rings by NOTIFY here: tests/e2e/test_doorbell.py")
-    user, key = await user_with_token("integrator")
-    trace_id = await trace_with_events(user, 1)
-    comm = watch(trace_id, token=key)
-    assert (await comm.connect())[0]
-    assert await receive_ids(comm, 1) == [1]
-    forget_groups(redis_layer)
+    trace_id, comm = await watching_without_groups(redis_layer)
     await aappend_events(trace_id, 1, ring=False)
     directory = bells.doorbell_dir()
     assert directory is not None
