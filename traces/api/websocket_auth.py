@@ -23,13 +23,13 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from channels.auth import AuthMiddlewareStack
-from channels.db import database_sync_to_async
 from channels.security.websocket import OriginValidator
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.db import InterfaceError, OperationalError
 
 from traces.events.consumers import CLOSE_UNAVAILABLE
+from traces.events.reads import read
 
 logger = logging.getLogger(__name__)
 
@@ -49,8 +49,13 @@ def token_from_scope(scope: dict[str, Any]) -> str | None:
     return values[0] if values and values[0] else None
 
 
-@database_sync_to_async
-def user_for_token(key: str) -> Any:
+async def user_for_token(key: str) -> Any:
+    """The token's active user, or AnonymousUser; read on a watch-read thread
+    (traces/events/reads.py: a kept connection, not a connect per handshake)."""
+    return await read(_user_for_token, key)
+
+
+def _user_for_token(key: str) -> Any:
     from rest_framework.authtoken.models import Token
 
     token = Token.objects.select_related("user").filter(key=key).first()

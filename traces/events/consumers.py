@@ -58,6 +58,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from channels.consumer import get_handler_name
 from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from channels.layers import get_channel_layer
@@ -148,6 +149,16 @@ class TraceWatchConsumer(AsyncJsonWebsocketConsumer):
             receivers.append(self._channel_receive)
         with contextlib.suppress(StopConsumer):
             await await_many_dispatch(receivers, self.dispatch)
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """As AsyncConsumer.dispatch, without its `aclose_old_connections` before each
+        message: that hops to the process's one thread-sensitive thread, which a burst
+        of connects keeps busy, and this consumer's database work runs on the read
+        threads (traces/events/reads.py), which look after their own connections."""
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
 
     async def _channel_receive(self) -> dict[str, Any]:
         """The next channel-layer message; while the layer fails, retried every degraded poll."""
@@ -253,7 +264,7 @@ class TraceWatchConsumer(AsyncJsonWebsocketConsumer):
         self.rung(message)
 
     def rung(self, message: dict[str, Any]) -> None:
-        """A ring, from the layer or (AGENT_DOORBELL "database") the process's registry."""
+        """A ring, from the layer (Redis) or the process's registry of watchers."""
         if self.watched.rings(message.get("trace_id", self.trace_id), message.get("last_event_id", 0)):
             self.bell.set()
 

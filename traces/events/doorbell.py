@@ -1,21 +1,23 @@
 """The WebSocket doorbell: after events commit, tell watchers to read the log (W3).
 
 `ring` is an event listener (traces.events.subscribe, registered in
-traces/apps.py). It sends `{"type": "trace.doorbell", "last_event_id": N}` to the
-channel-layer group of the trace; every TraceWatchConsumer of that trace then
-reads the events after its cursor from the table. The message carries no event:
+traces/apps.py). It rings every TraceWatchConsumer of the trace (the trace's
+group) with `{"type": "trace.doorbell", "last_event_id": N}`; each then reads
+the events after its cursor from the table. The message carries no event:
 a lost or late ring delays delivery (watchers also poll) but can never lose,
 reorder or duplicate one.
 
 Two delivery paths:
 
 - the in-memory layer (embedded default, tests) only reaches consumers of this
-  process: sent through async_to_sync, which lands on the caller's outer event
-  loop when there is one (a sync view under daphne, a test). Watchers in other
-  processes (daphne, while a worker commits) are rung through
-  traces/events/bells.py: PostgreSQL NOTIFY or a Unix datagram socket; a
-  watch consumer `listen`s for those and `_deliver` turns each into a group
-  send on its own process's layer;
+  process, so rings do not use it: this process's watch sockets are rung through
+  a registry of its watchers (`watch`: `call_soon_threadsafe` onto each socket's
+  loop, which calls `TraceWatchConsumer.rung`), and watchers in other processes
+  (daphne, while a worker commits) through traces/events/bells.py: PostgreSQL
+  NOTIFY or a Unix datagram socket, which a watching process `listen`s for and
+  `_deliver`s to its registry. A ring so costs no channel-layer message, and no
+  consumer dispatch (which would hop to the process's one thread-sensitive
+  thread first);
 - any cross-process layer (channels_redis, when REDIS_URL is set) is written to
   from a sync worker by one long-lived event loop in a daemon thread, with its
   own layer instance: channels_redis binds its connection pools to the loop that
@@ -24,9 +26,7 @@ Two delivery paths:
   run's thread.
 
 With AGENT_DOORBELL "database" beside a cross-process layer, rings take the first
-path's bells instead (NOTIFY on PostgreSQL), and the watch sockets of the
-ringing or receiving process are rung through a registry of this process's
-watchers (`watch`), not through the layer: in a 64-run burst channels_redis's
+path instead (NOTIFY on PostgreSQL): in a 64-run burst channels_redis's
 `group_send` from a worker took p99 367 ms (README, Density).
 """
 
@@ -41,9 +41,8 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from asgiref.sync import async_to_sync
 from channels import DEFAULT_CHANNEL_LAYER
-from channels.layers import BaseChannelLayer, InMemoryChannelLayer, channel_layers, get_channel_layer
+from channels.layers import InMemoryChannelLayer, channel_layers, get_channel_layer
 
 from traces.events import bells
 from traces.process_local import PerProcess
@@ -68,17 +67,14 @@ def doorbell_message(trace_id: str, events: list[dict[str, Any]]) -> dict[str, A
 
 def ring(trace_id: str, events: list[dict[str, Any]]) -> None:
     """Listener: ring the trace's group after its events committed."""
+
     layer = get_channel_layer()
     if layer is None:
         return
     group, message = group_for(trace_id), doorbell_message(trace_id, events)
-    if isinstance(layer, InMemoryChannelLayer):
-        # Only consumers of this process can hear it: skip the (costly) send when
-        # none watches this trace, as in a worker or a terminal run.
-        if getattr(layer, "groups", {}).get(group):
-            _ring_in_process(layer, group, message)
-        bells.ring_other_processes(trace_id, message["last_event_id"])
-    elif bells.transport() is not None:  # AGENT_DOORBELL "database"
+    if isinstance(layer, InMemoryChannelLayer) or bells.transport() is not None:
+        # The in-memory layer, or AGENT_DOORBELL "database": this process's watchers
+        # through the registry, the others' through the bells.
         _ring_watchers(group, message)
         bells.ring_other_processes(trace_id, message["last_event_id"])
     else:
@@ -119,16 +115,6 @@ def _ring_watchers(group: str, message: dict[str, Any]) -> None:
             unwatch(group, watcher)
 
 
-def _ring_in_process(layer: BaseChannelLayer, group: str, message: dict[str, Any]) -> None:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        async_to_sync(layer.group_send)(group, message)
-        return
-    # Called from async code on this loop (rare): schedule instead of blocking it.
-    asyncio.ensure_future(layer.group_send(group, message))
-
-
 def listen() -> Callable[[], None]:
     """Hear rings from other processes on the running loop, when the layer cannot
     carry them or does not (AGENT_DOORBELL=database); call the returned function
@@ -136,32 +122,14 @@ def listen() -> Callable[[], None]:
     return bells.listen(_deliver)
 
 
-_deliveries: set[asyncio.Task[None]] = set()
-
-
 def _deliver(trace_id: str | None, last_event_id: int) -> None:
-    """A ring from another process (on this process's loop): ring the trace's group
-    here if anyone here watches it; trace_id None rings every trace group."""
-    layer = get_channel_layer()
+    """A ring from another process (on this process's loop): ring this process's
+    watchers of the trace, or of every trace when trace_id is None."""
     message: dict[str, Any] = {"type": DOORBELL_TYPE, "last_event_id": last_event_id}
-    if layer is not None and not isinstance(layer, InMemoryChannelLayer):  # AGENT_DOORBELL "database"
-        if trace_id is not None:
-            message["trace_id"] = trace_id
-        for group in list(_watchers) if trace_id is None else [group_for(trace_id)]:
-            _ring_watchers(group, message)
-        return
-    groups = getattr(layer, "groups", {})
-    if layer is None or not groups:
-        return
-    if trace_id is None:
-        targets = [group for group in groups if group.startswith("trace.")]
-    else:
+    if trace_id is not None:
         message["trace_id"] = trace_id
-        targets = [group_for(trace_id)] if groups.get(group_for(trace_id)) else []
-    for group in targets:
-        task = asyncio.ensure_future(layer.group_send(group, message))
-        _deliveries.add(task)
-        task.add_done_callback(_deliveries.discard)
+    for group in list(_watchers) if trace_id is None else [group_for(trace_id)]:
+        _ring_watchers(group, message)
 
 
 class _Sender:
