@@ -66,6 +66,10 @@ else:
 # processes by PostgreSQL LISTEN/NOTIFY, or on SQLite by Unix datagram sockets in
 # this directory (default `<SQLite file>.doorbells`; traces/events/bells.py).
 AGENT_DOORBELL_DIR = env_str("AGENT_DOORBELL_DIR")
+# A web server keeps hearing those rings (its LISTEN connection, its socket) this
+# long after its last watch socket closed, so the next one need not reconnect (0:
+# stop with the last one).
+AGENT_DOORBELL_LINGER_SECONDS = env_float("AGENT_DOORBELL_LINGER_SECONDS", 30.0, minimum=0.0)
 # Where rings go with Redis: "layer" (default), the channel layer's groups; "database",
 # the same path as without Redis (NOTIFY on PostgreSQL), sent in one round trip per
 # batch by a thread of each process instead of channels_redis's group_send on an event

@@ -41,7 +41,13 @@ RECV_TIMEOUT = 60
 
 @pytest.fixture(scope="module")
 def sqlite_stack(scripted_llm_server: ScriptedLLM) -> Iterator[Stack]:
-    stack = Stack(model_url=scripted_llm_server.url, redis=False, postgres=False, **NO_POLL)
+    stack = Stack(
+        model_url=scripted_llm_server.url,
+        redis=False,
+        postgres=False,
+        AGENT_DOORBELL_LINGER_SECONDS="2",
+        **NO_POLL,
+    )
     yield stack
     stack.stop()
 
@@ -110,8 +116,9 @@ def watch_a_held_run(stack: Stack, model: ScriptedLLM, answer: str) -> list[dict
 
 def test_sqlite_a_worker_commit_rings_a_watcher_in_daphne(sqlite_stack: Stack, model: ScriptedLLM):
     watch_a_held_run(sqlite_stack, model, "Rung over a Unix socket.")
-    # daphne bound its socket while it had a watcher, and removed it after.
-    assert doorbell_dir(sqlite_stack).is_dir()
+    # daphne bound its socket while it had a watcher, kept it for the linger (2 s), then
+    # removed it.
+    assert list(doorbell_dir(sqlite_stack).glob("*.sock"))
     sqlite_stack.wait_for(lambda: not list(doorbell_dir(sqlite_stack).glob("*.sock")), what="socket removed")
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from traces.events import bells
 from traces.events.bell_socket import SocketReceiver, SocketSender
 from traces.events.bells import decode, encode
 
@@ -137,3 +138,32 @@ def test_a_full_socket_whose_process_goes_away_is_not_owed_for_ever(directory: P
         time.sleep(0.01)
     assert not sender._settling and not sender._owed
     assert not full.exists()
+
+
+@pytest.mark.asyncio
+async def test_a_web_servers_receiver_outlives_its_last_watcher_by_the_linger(directory: Path, settings):
+    settings.AGENT_DOORBELL_DIR = str(directory)
+    settings.AGENT_DOORBELL_LINGER_SECONDS = 0.5
+    first = bells.listen(lambda *_: None)
+    bound = list(directory.glob("*.sock"))
+    assert len(bound) == 1
+    first()
+    assert list(directory.glob("*.sock")) == bound  # lingering, not closed with its last watcher
+    second = bells.listen(lambda *_: None)  # the next watcher reuses it
+    await asyncio.sleep(1.0)  # past the first linger, which the second listener cancelled
+    assert list(directory.glob("*.sock")) == bound
+    second()
+    deadline = time.monotonic() + 30
+    while list(directory.glob("*.sock")) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert not list(directory.glob("*.sock"))
+
+
+@pytest.mark.asyncio
+async def test_without_a_linger_the_receiver_closes_with_its_last_watcher(directory: Path, settings):
+    settings.AGENT_DOORBELL_DIR = str(directory)
+    settings.AGENT_DOORBELL_LINGER_SECONDS = 0
+    release = bells.listen(lambda *_: None)
+    assert len(list(directory.glob("*.sock"))) == 1
+    release()
+    assert not list(directory.glob("*.sock"))

@@ -121,6 +121,7 @@ class _Listening:
     def __init__(self, receiver: Receiver) -> None:
         self.receiver = receiver
         self.users = 0
+        self.closing: asyncio.TimerHandle | None = None
 
 
 _listening: dict[asyncio.AbstractEventLoop, _Listening] = {}
@@ -128,7 +129,10 @@ _listening: dict[asyncio.AbstractEventLoop, _Listening] = {}
 
 def listen(deliver: Deliver) -> Callable[[], None]:
     """Hear other processes' rings on the running loop until the returned function
-    is called (once per watch socket; the last one closes the receiver)."""
+    is called (once per watch socket). The receiver outlives its last watch socket
+    by AGENT_DOORBELL_LINGER_SECONDS: sockets that come and go (a portal's pages, a
+    client's reconnects, a burst of runs' watchers) reuse it instead of each
+    reconnecting LISTEN, during which their rings would only come by the poll."""
     loop = asyncio.get_running_loop()
     for closed in [other for other in _listening if other.is_closed()]:
         _listening.pop(closed).receiver.close()
@@ -138,6 +142,9 @@ def listen(deliver: Deliver) -> Callable[[], None]:
         if receiver is None:
             return lambda: None
         entry = _listening[loop] = _Listening(receiver)
+    if entry.closing is not None:
+        entry.closing.cancel()
+        entry.closing = None
     entry.users += 1
     released = False
 
@@ -148,10 +155,20 @@ def listen(deliver: Deliver) -> Callable[[], None]:
         released = True
         entry.users -= 1
         if entry.users == 0 and _listening.get(loop) is entry:
-            del _listening[loop]
-            entry.receiver.close()
+            linger = settings.AGENT_DOORBELL_LINGER_SECONDS
+            if linger > 0 and not loop.is_closed():
+                entry.closing = loop.call_later(linger, _close_idle, loop, entry)
+            else:
+                _close_idle(loop, entry)
 
     return release
+
+
+def _close_idle(loop: asyncio.AbstractEventLoop, entry: _Listening) -> None:
+    entry.closing = None
+    if entry.users == 0 and _listening.get(loop) is entry:
+        del _listening[loop]
+        entry.receiver.close()
 
 
 def _start_receiver(loop: asyncio.AbstractEventLoop, deliver: Deliver) -> Receiver | None:
