@@ -14,6 +14,7 @@ import concurrent.futures
 import inspect
 import json
 import logging
+import time
 import typing
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -167,11 +168,15 @@ class ToolRegistry:
         *,
         offered: set[str] | None = None,
         timeout: float | None = None,
+        slow: Callable[[], None] | None = None,
     ) -> ToolResult:
         """Run one tool call. Failures become an error ToolResult, never an exception.
 
         `offered` is the set of tools this run may use: anything else is refused
         as unknown, so a denied tool cannot be executed even when named (T5).
+        `slow` is called in the caller's thread when a timed tool has not finished
+        within SLOW_AFTER_SECONDS (the runner commits the call's event then, so a
+        long tool shows live while it runs); what it raises is raised from here.
         """
         tool = self.get(name)
         if tool is None or (offered is not None and name not in offered):
@@ -185,7 +190,9 @@ class ToolRegistry:
             kwargs[tool.context_param] = ctx
         limit = None if tool.inline else (tool.timeout or timeout)
         try:
-            result = _call(tool, kwargs, limit)
+            result = _call(tool, kwargs, limit, slow)
+        except _SlowFailed as exc:
+            raise exc.error from None
         except ToolError as exc:
             return _error(f"{name} failed: {exc}")
         except concurrent.futures.TimeoutError as exc:
@@ -220,7 +227,15 @@ def _parse_arguments(arguments: str | dict[str, Any] | None) -> dict[str, Any]:
     return parsed
 
 
-def _call(tool: Tool, kwargs: dict[str, Any], timeout: float | None) -> Any:
+class _SlowFailed(Exception):
+    """What the caller's `slow` raised, carried past the tool's own error handling."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _call(tool: Tool, kwargs: dict[str, Any], timeout: float | None, slow: Callable[[], None] | None) -> Any:
     if tool.is_async:
 
         def target() -> Any:
@@ -235,7 +250,24 @@ def _call(tool: Tool, kwargs: dict[str, Any], timeout: float | None) -> Any:
         return target()
     # A timed tool runs in a helper thread of a shared pool; on timeout the run
     # moves on and the thread's late result is dropped.
-    return _TIMED_POOL.submit(_with_db_cleanup, target).result(timeout=timeout)
+    future = _TIMED_POOL.submit(_with_db_cleanup, target)
+    if slow is None or timeout <= SLOW_AFTER_SECONDS:
+        return future.result(timeout=timeout)
+    deadline = time.monotonic() + timeout - SLOW_AFTER_SECONDS
+    try:
+        return future.result(timeout=SLOW_AFTER_SECONDS)
+    except concurrent.futures.TimeoutError:
+        pass
+    try:
+        slow()
+    except BaseException as exc:  # the tool's late result is dropped, as on a timeout
+        raise _SlowFailed(exc) from exc
+    return future.result(timeout=max(0.0, deadline - time.monotonic()))
+
+
+# A timed tool not done after this long counts as slow (`execute`'s `slow`): most file
+# tools are done by then, so they cost no extra commit.
+SLOW_AFTER_SECONDS = 0.005
 
 
 # Threads for timed tools, shared by every run of the process (starting a thread per

@@ -74,3 +74,78 @@ def test_a_slow_model_s_round_start_leaves_before_the_request_is_built(runner, l
         unsubscribe()
     assert result.status == "completed"
     assert seen == [True, True]
+
+
+def _published_types() -> tuple[Any, Any, Any]:
+    """A listener recording each published event type, and a wait for one of them."""
+    published: list[str] = []
+    changed = threading.Condition()
+
+    def listener(trace_id: str, events: list[dict[str, Any]]) -> None:
+        with changed:
+            published.extend(e["type"] for e in events)
+            changed.notify_all()
+
+    def wait_for(kind: str, count: int = 1) -> bool:
+        with changed:
+            return changed.wait_for(lambda: published.count(kind) >= count, timeout=10)
+
+    return listener, wait_for, published
+
+
+def test_a_long_tool_s_call_reaches_listeners_while_the_tool_runs(llm, integrator, workspace_root, settings):
+    from tests.scripted_llm import ToolCall
+    from tools.registry import ToolRegistry, build_tool
+    from traces.runner import AgentRunner
+
+    settings.AGENT_STOP_POLL_SECONDS = 30  # no poll commits it meanwhile: only the early commit can
+    listener, wait_for, published = _published_types()
+    seen: list[bool] = []
+
+    def build() -> str:
+        """Runs until its call was published (a long command, as an expert watches it)."""
+        seen.append(wait_for("tool_call"))
+        return "built"
+
+    registry = ToolRegistry()
+    registry.register(build_tool(build, read_only=False))
+    llm.script("scripted", [Reply(tool_calls=[ToolCall("build", {})]), Reply(text="done")])
+    unsubscribe = event_bus.subscribe(listener)
+    try:
+        result = AgentRunner(tool_registry=registry).run_result(
+            [{"role": "user", "content": "hi"}], RunConfig(owner_id=integrator.pk)
+        )
+    finally:
+        unsubscribe()
+    assert result.status == "completed"
+    assert seen == [True]
+    assert published.index("tool_call") < published.index("tool_result")
+
+
+def test_a_long_batch_s_calls_reach_listeners_while_the_tools_run(llm, integrator, workspace_root, settings):
+    from tests.scripted_llm import ToolCall
+    from tools.registry import ToolRegistry, build_tool
+    from traces.runner import AgentRunner
+
+    settings.AGENT_STOP_POLL_SECONDS = 30
+    listener, wait_for, _ = _published_types()
+    seen: list[bool] = []
+
+    def read_slowly(label: str) -> str:
+        """Reads until both calls of the batch were published."""
+        seen.append(wait_for("tool_call", 2))
+        return label
+
+    registry = ToolRegistry()
+    registry.register(build_tool(read_slowly))  # read-only: the two calls share a batch
+    calls = [ToolCall("read_slowly", {"label": x}, id=f"call_{x}") for x in "ab"]
+    llm.script("scripted", [Reply(tool_calls=calls), Reply(text="done")])
+    unsubscribe = event_bus.subscribe(listener)
+    try:
+        result = AgentRunner(tool_registry=registry).run_result(
+            [{"role": "user", "content": "hi"}], RunConfig(owner_id=integrator.pk)
+        )
+    finally:
+        unsubscribe()
+    assert result.status == "completed"
+    assert seen == [True, True]

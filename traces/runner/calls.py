@@ -19,8 +19,10 @@ from traces.guards.confirm import (
 from traces.guards.loop_detection import LoopVerdict
 from traces.models import Message, MessageKind, TraceStatus
 from traces.runner.base import RunnerBase
+from traces.runner.connections import connection_release
 from traces.runner.extensions import Tool, extensions
 from traces.runner.history import new_message
+from traces.runner.model_call import EVENTS_WAIT_SECONDS
 from traces.runner.parallel import Batch, may_share_a_batch
 from traces.runner.state import RunState
 from traces.runner.tool_api import ToolContext, ToolResult
@@ -124,6 +126,8 @@ class ToolCalls(RunnerBase):
         batch = Batch(bodies)
         run.store.emit("tool_batch", {"tool_call_ids": [c.get("id") for c in calls], "size": len(calls)})
         try:
+            if not batch.done_within(EVENTS_WAIT_SECONDS):
+                self._show_running(run)
             with run.store.keep_alive():
                 for index, (call, parsed, ctx, _) in enumerate(prepared):
                     result = batch.result(index, lambda: self._stopping(run))
@@ -306,10 +310,20 @@ class ToolCalls(RunnerBase):
                     ctx,
                     offered=run.offered,
                     timeout=settings.AGENT_TOOL_TIMEOUT,
+                    slow=lambda: self._show_running(run),
                 )
             if result.metadata.get("suspend"):
                 return None
         return self._end_call(run, call, parsed, ctx, result, time.perf_counter() - started, images)
+
+    def _show_running(self, run: RunState) -> None:
+        """A tool still running after a few ms: its `tool_call` event (and any before it)
+        leaves now, not with the result, so watchers see what the run is doing during a
+        long command (as `round_start` leaves while the model thinks); a quick tool's
+        event goes with its result, in one commit."""
+        if run.store.has_pending_events:
+            run.store.commit()
+            connection_release()  # the tool's wait needs no connection
 
     def _end_call(
         self,

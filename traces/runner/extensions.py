@@ -68,8 +68,17 @@ class ToolSet(Protocol):
     def check_requested(self, names: list[str]) -> None: ...
 
     def execute(
-        self, name: str, arguments: Any, ctx: ToolContext, *, offered: set[str], timeout: float | None
-    ) -> ToolResult: ...
+        self,
+        name: str,
+        arguments: Any,
+        ctx: ToolContext,
+        *,
+        offered: set[str],
+        timeout: float | None,
+        slow: Callable[[], None] | None = None,
+    ) -> ToolResult:
+        """Run a call; `slow` (in this thread) once a tool runs past a few ms."""
+        ...
 
     def version(self) -> Any:
         """Changes when the tools it offers may have (an MCP server's list changed): runs select again."""

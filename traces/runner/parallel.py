@@ -36,6 +36,11 @@ class Batch:
         self._seconds = [0.0] * len(bodies)
         self.futures = [self._pool.submit(self._timed, index, body) for index, body in enumerate(bodies)]
 
+    def done_within(self, seconds: float) -> bool:
+        """Whether every call finishes within `seconds` (waited for here)."""
+        _, running = concurrent.futures.wait(self.futures, timeout=seconds)
+        return not running
+
     def _timed(self, index: int, body: Callable[[], ToolResult]) -> ToolResult:
         started = time.perf_counter()
         try:
