@@ -24,7 +24,7 @@ import pydantic
 from django.conf import settings
 
 from tools.arguments import arguments_model, parameters_schema, parse_docstring, validate_arguments
-from traces.runner.tool_api import ToolContext, ToolError, ToolResult
+from traces.runner.tool_api import SLOW_AFTER_SECONDS, ToolContext, ToolError, ToolResult
 
 logger = logging.getLogger(__name__)
 
@@ -263,11 +263,6 @@ def _call(tool: Tool, kwargs: dict[str, Any], timeout: float | None, slow: Calla
     except BaseException as exc:  # the tool's late result is dropped, as on a timeout
         raise _SlowFailed(exc) from exc
     return future.result(timeout=max(0.0, deadline - time.monotonic()))
-
-
-# A timed tool not done after this long counts as slow (`execute`'s `slow`): most file
-# tools are done by then, so they cost no extra commit.
-SLOW_AFTER_SECONDS = 0.005
 
 
 # Threads for timed tools, shared by every run of the process (starting a thread per

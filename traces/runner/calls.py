@@ -22,10 +22,9 @@ from traces.runner.base import RunnerBase
 from traces.runner.connections import connection_release
 from traces.runner.extensions import Tool, extensions
 from traces.runner.history import new_message
-from traces.runner.model_call import EVENTS_WAIT_SECONDS
 from traces.runner.parallel import Batch, may_share_a_batch
 from traces.runner.state import RunState
-from traces.runner.tool_api import ToolContext, ToolResult
+from traces.runner.tool_api import SLOW_AFTER_SECONDS, ToolContext, ToolResult
 from traces.runner.tool_call import ToolCall
 
 # Inline tools that are quick and change nothing outside the run (the plan).
@@ -126,7 +125,7 @@ class ToolCalls(RunnerBase):
         batch = Batch(bodies)
         run.store.emit("tool_batch", {"tool_call_ids": [c.get("id") for c in calls], "size": len(calls)})
         try:
-            if not batch.done_within(EVENTS_WAIT_SECONDS):
+            if not batch.done_within(SLOW_AFTER_SECONDS):
                 self._show_running(run)
             with run.store.keep_alive():
                 for index, (call, parsed, ctx, _) in enumerate(prepared):
@@ -317,7 +316,7 @@ class ToolCalls(RunnerBase):
         return self._end_call(run, call, parsed, ctx, result, time.perf_counter() - started, images)
 
     def _show_running(self, run: RunState) -> None:
-        """A tool still running after a few ms: its `tool_call` event (and any before it)
+        """A tool still running after SLOW_AFTER_SECONDS: its `tool_call` event (and any before it)
         leaves now, not with the result, so watchers see what the run is doing during a
         long command (as `round_start` leaves while the model thinks); a quick tool's
         event goes with its result, in one commit."""

@@ -77,7 +77,7 @@ class ToolSet(Protocol):
         timeout: float | None,
         slow: Callable[[], None] | None = None,
     ) -> ToolResult:
-        """Run a call; `slow` (in this thread) once a tool runs past a few ms."""
+        """Run a call; `slow` (in this thread) once a tool runs past a quarter second."""
         ...
 
     def version(self) -> Any:

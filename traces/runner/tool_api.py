@@ -19,6 +19,13 @@ if TYPE_CHECKING:
     from traces.runner.config import RunConfig
     from traces.runner.store import RunStore
 
+# A timed tool not done after this long counts as slow (tools/registry.py:
+# ToolRegistry.execute's `slow`): the runner then commits its `tool_call`, so a watcher
+# sees a long command when it starts. Not shorter: at 5 ms a busy worker's quick tools
+# crossed it too, and in two of four 64-run SQLite rounds their extra commits, queued
+# for the one writer, made tool calls 0.5 s late (bench/density.py).
+SLOW_AFTER_SECONDS = 0.25
+
 
 class ToolError(Exception):
     """A failure the model caused (bad path, bad argument): reported back to it."""
