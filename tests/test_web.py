@@ -180,3 +180,29 @@ async def test_a_call_given_up_while_it_waits_for_a_thread_never_runs(urls):
     assert await asyncio.wrap_future(threads.submit(lambda: "after")) == "after"
 
     assert not ran.is_set()
+
+
+async def test_the_request_signals_run_on_the_request_thread_not_one_started_per_request(urls):
+    from django.core import signals
+
+    heard: list[tuple[str, str]] = []
+
+    def started(**kwargs: Any) -> None:
+        heard.append(("started", threading.current_thread().name))
+
+    def finished(**kwargs: Any) -> None:
+        heard.append(("finished", threading.current_thread().name))
+
+    handler = RequestHandler(RequestThreads(1))
+    signals.request_started.connect(started)
+    signals.request_finished.connect(finished)
+    try:
+        for _ in range(4):
+            status, _body = await get(handler, "where")
+            assert status == 200
+    finally:
+        signals.request_started.disconnect(started)
+        signals.request_finished.disconnect(finished)
+    assert [kind for kind, _ in heard] == ["started", "finished"] * 4
+    # Django's own handler ran them on a new ThreadPoolExecutor thread per request.
+    assert {thread for _, thread in heard} == {"web-requests-1"}
