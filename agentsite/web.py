@@ -152,14 +152,14 @@ class RequestHandler(ASGIHandler):
             await self._on_thread(response.close)
         body_file.close()
 
-    def _on_thread(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> asyncio.Future[Any]:
+    def _on_thread(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> asyncio.Future[T]:
+        """`fn(*args, **kwargs)` on one of the request threads, awaitable on the loop."""
         return asyncio.wrap_future(
             (self.threads or _threads.get()).submit(functools.partial(fn, *args, **kwargs))
         )
 
     async def get_response_async(self, request: HttpRequest) -> HttpResponseBase:
-        respond = functools.partial(self._respond, request, asyncio.get_running_loop(), get_script_prefix())
-        return await asyncio.wrap_future((self.threads or _threads.get()).submit(respond))
+        return await self._on_thread(self._respond, request, asyncio.get_running_loop(), get_script_prefix())
 
     def _respond(
         self, request: HttpRequest, loop: asyncio.AbstractEventLoop, script_prefix: str

@@ -93,10 +93,27 @@ def _published_types() -> tuple[Any, Any, Any]:
     return listener, wait_for, published
 
 
+def _run_with(tool: Any, calls: list[Any], listener: Any, integrator: Any, llm: Any) -> Any:
+    """A run whose model makes `calls` of `tool` (the only tool), then answers; `listener`
+    hears every publish meanwhile."""
+    from tools.registry import ToolRegistry
+    from traces.runner import AgentRunner
+
+    registry = ToolRegistry()
+    registry.register(tool)
+    llm.script("scripted", [Reply(tool_calls=calls), Reply(text="done")])
+    unsubscribe = event_bus.subscribe(listener)
+    try:
+        return AgentRunner(tool_registry=registry).run_result(
+            [{"role": "user", "content": "hi"}], RunConfig(owner_id=integrator.pk)
+        )
+    finally:
+        unsubscribe()
+
+
 def test_a_long_tool_s_call_reaches_listeners_while_the_tool_runs(llm, integrator, workspace_root, settings):
     from tests.scripted_llm import ToolCall
-    from tools.registry import ToolRegistry, build_tool
-    from traces.runner import AgentRunner
+    from tools.registry import build_tool
 
     settings.AGENT_STOP_POLL_SECONDS = 30  # no poll commits it meanwhile: only the early commit can
     listener, wait_for, published = _published_types()
@@ -107,16 +124,7 @@ def test_a_long_tool_s_call_reaches_listeners_while_the_tool_runs(llm, integrato
         seen.append(wait_for("tool_call"))
         return "built"
 
-    registry = ToolRegistry()
-    registry.register(build_tool(build, read_only=False))
-    llm.script("scripted", [Reply(tool_calls=[ToolCall("build", {})]), Reply(text="done")])
-    unsubscribe = event_bus.subscribe(listener)
-    try:
-        result = AgentRunner(tool_registry=registry).run_result(
-            [{"role": "user", "content": "hi"}], RunConfig(owner_id=integrator.pk)
-        )
-    finally:
-        unsubscribe()
+    result = _run_with(build_tool(build, read_only=False), [ToolCall("build", {})], listener, integrator, llm)
     assert result.status == "completed"
     assert seen == [True]
     assert published.index("tool_call") < published.index("tool_result")
@@ -124,8 +132,7 @@ def test_a_long_tool_s_call_reaches_listeners_while_the_tool_runs(llm, integrato
 
 def test_a_long_batch_s_calls_reach_listeners_while_the_tools_run(llm, integrator, workspace_root, settings):
     from tests.scripted_llm import ToolCall
-    from tools.registry import ToolRegistry, build_tool
-    from traces.runner import AgentRunner
+    from tools.registry import build_tool
 
     settings.AGENT_STOP_POLL_SECONDS = 30
     listener, wait_for, _ = _published_types()
@@ -136,16 +143,8 @@ def test_a_long_batch_s_calls_reach_listeners_while_the_tools_run(llm, integrato
         seen.append(wait_for("tool_call", 2))
         return label
 
-    registry = ToolRegistry()
-    registry.register(build_tool(read_slowly))  # read-only: the two calls share a batch
     calls = [ToolCall("read_slowly", {"label": x}, id=f"call_{x}") for x in "ab"]
-    llm.script("scripted", [Reply(tool_calls=calls), Reply(text="done")])
-    unsubscribe = event_bus.subscribe(listener)
-    try:
-        result = AgentRunner(tool_registry=registry).run_result(
-            [{"role": "user", "content": "hi"}], RunConfig(owner_id=integrator.pk)
-        )
-    finally:
-        unsubscribe()
+    # read-only: the two calls share a batch
+    result = _run_with(build_tool(read_slowly), calls, listener, integrator, llm)
     assert result.status == "completed"
     assert seen == [True, True]

@@ -67,7 +67,6 @@ def doorbell_message(trace_id: str, events: list[dict[str, Any]]) -> dict[str, A
 
 def ring(trace_id: str, events: list[dict[str, Any]]) -> None:
     """Listener: ring the trace's group after its events committed."""
-
     layer = get_channel_layer()
     if layer is None:
         return
