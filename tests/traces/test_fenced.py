@@ -14,7 +14,7 @@ from django.test.utils import CaptureQueriesContext, isolate_apps
 
 from traces.models import Goal, GoalStatus, Message, Trace, TraceEvent
 from traces.observability.models import ModelRequest, RequestPart
-from traces.runner.fenced import _finite, _iso, _record_shape, fenced_write
+from traces.runner.fenced import _finite, _iso, _param_shape, _record_shape, fenced_write
 
 pytestmark = pytest.mark.django_db
 
@@ -204,6 +204,29 @@ def test_every_field_the_runner_inserts_has_a_json_form(model):
         for f in model._meta.concrete_fields
         if not (f.primary_key and f.get_internal_type() == "BigAutoField")
     ]
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's parameters")
+def test_values_passed_as_they_are_on_sqlite_are_what_the_orm_would_pass():
+    # _write_in_transaction skips get_db_prep_save for a str, int, bool or None of
+    # the kinds that would return it unchanged; any other value still goes through it.
+    odd = Message(
+        trace_id="odd", role="tool", sequence=True, prompt_tokens=7.0, content="x"
+    )  # a bool, a float
+    for model, objects in [*rows("same"), (Message, [odd])]:
+        for obj in objects:
+            for field, attname, same in _param_shape(model):
+                value = getattr(obj, attname)
+                if type(value) in same:
+                    assert field.get_db_prep_save(field.pre_save(obj, True), connection) is value, field.name
+    assert {f.name for f, _, same in _param_shape(Message) if not same} >= {
+        "content",
+        "tool_calls",
+        "cost",
+        "created_at",
+    }
+    sequence = next(same for f, _, same in _param_shape(Message) if f.name == "sequence")
+    assert bool not in sequence and float not in sequence  # True and 7.0 become 1 and 7 through the field
 
 
 @isolate_apps("traces")
