@@ -51,10 +51,17 @@ def main() -> None:
     parser.add_argument(
         "--threads", type=int, default=None, help="AGENT_WEB_THREADS (default: the service's)"
     )
+    parser.add_argument(
+        "--no-redis", action="store_true", help="PostgreSQL alone: django-q2's ORM broker (default: Redis)"
+    )
     args = parser.parse_args()
     threads = {} if args.threads is None else {"AGENT_WEB_THREADS": str(args.threads)}
     print(f"# start rate; {_machine()} {threads or ''}\n# uptime: {_uptime()}", flush=True)
-    stack = Stack(model_url="http://127.0.0.1:9/v1", redis=True, postgres=True, cluster=False, **threads)
+    broker = "ORM broker" if args.no_redis else "Redis"
+    print(f"# PostgreSQL, {broker}", flush=True)
+    stack = Stack(
+        model_url="http://127.0.0.1:9/v1", redis=not args.no_redis, postgres=True, cluster=False, **threads
+    )
     try:
         assert stack.daphne is not None and stack.pg is not None
         for index in range(args.rounds):

@@ -70,7 +70,6 @@ from traces.events.cursors import Head, WatchCursors, heads_and_events, parse_wa
 from traces.events.doorbell import group_for, listen, unwatch, watch
 from traces.events.presence import MARK_EVERY, streams_when_watched
 from traces.events.reads import read
-from traces.selectors import traces_visible_to
 
 logger = logging.getLogger(__name__)
 
@@ -88,17 +87,9 @@ RECOVERY_SECONDS = 30.0
 STATUS_TYPE = "watch_status"
 
 
-def trace_visible(user: Any, trace_id: str) -> bool:
-    return traces_visible_to(user).filter(pk=trace_id).exists()
-
-
 # Reads for watchers run on their own threads (traces/events/reads.py), not in the one
 # thread that runs every sync view of this process: a burst of start requests would
 # otherwise hold live events behind it; those threads keep their database connection.
-async def atrace_visible(user: Any, trace_id: str) -> bool:
-    return await read(trace_visible, user, trace_id)
-
-
 async def aheads_and_events(
     user: Any,
     root_id: str,
@@ -226,9 +217,9 @@ class TraceWatchConsumer(AsyncJsonWebsocketConsumer):
         if query is None:
             await self.close(code=CLOSE_BAD_REQUEST)
             return
-        if not await atrace_visible(user, self.trace_id):
-            await self.close(code=CLOSE_NOT_FOUND)
-            return
+        # Whether the user may see the trace is the pump's first read (`_stream`), one
+        # trip to a read thread instead of two before the first event: a run's first
+        # events wait on that read while a burst of starts keeps this server busy.
         self.user = user
         self.watched = WatchCursors(self.trace_id, query)
         self.bell = asyncio.Event()
@@ -303,11 +294,13 @@ class TraceWatchConsumer(AsyncJsonWebsocketConsumer):
 
     async def _stream(self) -> None:
         watched = self.watched
+        first = True
         while True:
             self.bell.clear()
             if self.degraded:
                 await self._rejoin()
-            await self._send_status()
+            if not first:
+                await self._send_status()
             mark = streams_when_watched() and time.monotonic() >= self.mark_due
             heads, batch = await aheads_and_events(
                 self.user,
@@ -317,6 +310,12 @@ class TraceWatchConsumer(AsyncJsonWebsocketConsumer):
                 cursors=dict(watched.cursors),
                 mark=mark,
             )
+            if first:
+                if self.trace_id not in heads:
+                    await self.close(code=CLOSE_NOT_FOUND)  # someone else's, or no such trace
+                    return
+                first = False
+                await self._send_status()
             if mark:
                 self.mark_due = time.monotonic() + MARK_EVERY
             joined, left = watched.update(heads)
