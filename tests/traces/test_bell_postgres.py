@@ -1,0 +1,111 @@
+"""The PostgreSQL doorbell's sender (traces/events/bell_postgres.py) against a real server:
+a ring goes out from the ringing thread when the connection is free, through the NOTIFY
+thread otherwise, and none is lost to a connection that broke in between."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from django.db import connection
+
+from traces.events.bell_postgres import CHANNEL, NotifySender, connection_params
+
+pytestmark = [
+    pytest.mark.django_db,
+    pytest.mark.skipif(connection.vendor != "postgresql", reason="LISTEN/NOTIFY is PostgreSQL's"),
+]
+
+
+class Listener:
+    def __init__(self) -> None:
+        self.conn = psycopg.connect(**connection_params("test listen"))
+        self.conn.execute(f"LISTEN {CHANNEL}")
+        self.heard: list[str] = []
+
+    def until(self, count: int, timeout: float = 10.0) -> list[str]:
+        deadline = time.monotonic() + timeout
+        while len(self.heard) < count and time.monotonic() < deadline:
+            for notify in self.conn.notifies(timeout=0.2, stop_after=count - len(self.heard)):
+                self.heard.append(notify.payload)
+        return self.heard
+
+
+@pytest.fixture
+def listener() -> Iterator[Listener]:
+    heard = Listener()
+    yield heard
+    heard.conn.close()
+
+
+@pytest.fixture
+def sender() -> Iterator[NotifySender]:
+    made = NotifySender()
+    yield made
+    made._close()
+
+
+def connected(sender: NotifySender, listener: Listener) -> None:
+    sender.send("t0", "first")  # no connection yet: the thread opens it and sends
+    assert listener.until(1) == ["first"]
+    assert sender.conn is not None and not sender.conn.closed
+
+
+def test_with_the_connection_free_the_ringing_thread_sends_and_does_not_wait(sender, listener):
+    connected(sender, listener)
+    assert all(sender._send_now(f"ring {n}") for n in range(20))  # none waits for its answer
+    assert listener.until(21)[1:] == [f"ring {n}" for n in range(20)]
+    assert not sender.pending
+
+
+def test_with_the_connection_taken_a_ring_waits_for_the_thread(sender, listener):
+    connected(sender, listener)
+    with sender.using:  # another thread's statement in flight
+        sender.send("t1", "queued 1")
+        sender.send("t1", "queued 2")  # the newest of a trace replaces the older
+        sender.send("t2", "other trace")
+        assert sender.pending == {"t1": "queued 2", "t2": "other trace"}
+        time.sleep(0.2)
+        assert listener.until(2, timeout=0.3) == ["first"]  # nothing left while the lock is held
+    assert sorted(listener.until(3)[1:]) == ["other trace", "queued 2"]
+
+
+def test_rings_reach_listeners_again_after_the_connection_broke(sender, listener):
+    connected(sender, listener)
+    with psycopg.connect(**connection_params("test admin")) as admin:
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+            ["agentsite doorbell notify"],
+        )
+    deadline = time.monotonic() + 10
+    sent = 0
+    while time.monotonic() < deadline and len(listener.heard) < 2:
+        sender.send("t", f"after {sent}")  # never raises to the ringing thread
+        sent += 1
+        listener.until(2, timeout=0.1)
+    assert len(listener.heard) == 2 and listener.heard[1].startswith("after ")
+
+
+def test_many_threads_ringing_at_once_lose_no_trace(sender, listener):
+    connected(sender, listener)
+
+    def ring(n: int) -> Any:
+        for k in range(25):
+            sender.send(f"trace {n}", f"trace {n} ring {k}")
+
+    threads = [threading.Thread(target=ring, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        listener.until(len(listener.heard) + 1, timeout=0.3)
+        if all(f"trace {n} ring 24" in listener.heard for n in range(8)):
+            break
+    # Each trace's last ring arrives (earlier ones may be coalesced away while queued).
+    assert all(f"trace {n} ring 24" in listener.heard for n in range(8))
