@@ -20,29 +20,18 @@ def without_nul(value: Any) -> Any:
 
 def _has_nul(value: Any) -> bool:
     # Loops, not any() over generators: this sees every value a run stores.
-    kind = type(value)
-    if kind is str:
+    if isinstance(value, str):
         return "\x00" in value
-    if kind is dict:
+    if isinstance(value, dict):
         for key, item in value.items():
-            if isinstance(key, str) and "\x00" in key:
-                return True
-            if type(item) is str:
-                if "\x00" in item:
-                    return True
-            elif _has_nul(item):
+            if _has_nul(key) or _has_nul(item):
                 return True
         return False
-    if kind is list:
+    if isinstance(value, list):
         for item in value:
             if _has_nul(item):
                 return True
         return False
-    if isinstance(value, str):  # a str subclass
-        return "\x00" in value
-    if isinstance(value, (list, dict)):  # subclasses: the general walk
-        items = value.items() if isinstance(value, dict) else enumerate(value)
-        return any(_has_nul(k) or _has_nul(v) for k, v in items)
     return False
 
 

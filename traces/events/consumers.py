@@ -299,8 +299,6 @@ class TraceWatchConsumer(AsyncJsonWebsocketConsumer):
             self.bell.clear()
             if self.degraded:
                 await self._rejoin()
-            if not first:
-                await self._send_status()
             mark = streams_when_watched() and time.monotonic() >= self.mark_due
             heads, batch = await aheads_and_events(
                 self.user,
@@ -310,12 +308,11 @@ class TraceWatchConsumer(AsyncJsonWebsocketConsumer):
                 cursors=dict(watched.cursors),
                 mark=mark,
             )
-            if first:
-                if self.trace_id not in heads:
-                    await self.close(code=CLOSE_NOT_FOUND)  # someone else's, or no such trace
-                    return
-                first = False
-                await self._send_status()
+            if first and self.trace_id not in heads:
+                await self.close(code=CLOSE_NOT_FOUND)  # someone else's, or no such trace
+                return
+            first = False
+            await self._send_status()  # after the first read: nothing before the trace is known visible
             if mark:
                 self.mark_due = time.monotonic() + MARK_EVERY
             joined, left = watched.update(heads)
