@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import fcntl
 import os
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 
@@ -161,9 +163,6 @@ def test_a_worker_cluster_keeps_its_sqlite_connections(
 ) -> None:
     # django-q2's broker asks for its connection anew five times a second; at age 0
     # each time was a new SQLite connection (~2 ms of CPU) in an idle cluster.
-    import subprocess
-    import sys
-
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
     env.update(DJANGO_SETTINGS_MODULE="agentsite.settings", SQLITE_PATH=f"{tmp_path}/db.sqlite3")
     code = (
