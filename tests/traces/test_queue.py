@@ -140,3 +140,79 @@ def test_failed_resends_during_an_outage_do_not_grow_the_wait(integrator, monkey
     assert OrmQ.objects.count() == 1
     trace.refresh_from_db()
     assert trace.run_request["sends"] == 2
+
+
+def _trace_writes(queries: Any) -> list[str]:
+    return [
+        q["sql"]
+        for q in queries
+        if q["sql"].startswith(('INSERT INTO "traces_trace"', 'UPDATE "traces_trace"'))
+    ]
+
+
+def test_a_start_and_a_continue_store_the_request_in_their_one_write_of_the_trace(
+    api_client, integrator, llm, monkeypatch, django_capture_on_commit_callbacks, inline_worker
+):
+    """The reservation and the worker's request are one statement: the insert of a new
+    trace, the compare-and-swap of a continued one (a second UPDATE cost every start a
+    round trip)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    client = api_client(integrator)
+    llm.script("scripted", [Reply(text="hi")])
+    with inline_worker():  # the run is sent (and run) after the request's transaction
+        with CaptureQueriesContext(connection) as started:
+            trace_id = start(client)
+    writes = _trace_writes(started.captured_queries)
+    assert len(writes) == 1 and writes[0].startswith("INSERT") and "run_request" in writes[0]
+    trace = Trace.objects.get(pk=trace_id)
+    assert (trace.status, trace.result_summary, trace.run_request) == (TraceStatus.COMPLETED, "hi", None)
+    token = trace.run_token
+
+    monkeypatch.setattr(Conf, "SYNC", False)  # django-q2's ORM broker: a sent task is an OrmQ row
+    monkeypatch.setattr(Conf, "ORM", "default")
+    with django_capture_on_commit_callbacks(execute=True):
+        with CaptureQueriesContext(connection) as continued:
+            again = {"messages": [{"role": "user", "content": "again"}]}
+            response = client.post(f"/api/traces/{trace_id}/run", again, format="json")
+    assert response.status_code == 202, response.content
+    writes = _trace_writes(continued.captured_queries)
+    assert len(writes) == 1 and writes[0].startswith("UPDATE") and "run_request" in writes[0]
+    trace.refresh_from_db()
+    assert (trace.status, trace.run_token) == (TraceStatus.QUEUED, token + 1)
+    assert trace.run_request is not None and trace.run_request["args"][2]["reserved_token"] == token + 1
+    assert trace.queued_at is not None and OrmQ.objects.count() == 1
+
+
+def test_sends_share_one_redis_connection_and_it_reconnects_after_an_outage(tmp_path, monkeypatch):
+    """django-q2 makes a broker, and so a Redis client and connection, per `async_task`
+    unless given one: the process keeps one (`queue._broker`)."""
+    import redis as redis_py
+
+    from tests.traces.test_doorbell_sender import Redis
+    from traces.process_local import PerProcess
+    from traces.services import queue
+
+    server = Redis(tmp_path)
+    server.start()
+    try:
+        monkeypatch.setattr(Conf, "SYNC", False)
+        monkeypatch.setattr(Conf, "ORM", None)
+        monkeypatch.setattr(Conf, "REDIS", server.url)
+        monkeypatch.setattr(queue, "_broker", PerProcess(queue._make_broker))
+        request = {"task": "traces.tasks.run_trace", "args": ["t-1"], "task_name": "run t-1"}
+        look = redis_py.from_url(server.url)
+        assert queue.send("t-1", request)
+        opened = look.info("stats")["total_connections_received"]
+        assert all(queue.send("t-1", request) for _ in range(20))
+        assert look.llen(f"django_q:{Conf.CLUSTER_NAME}:q") == 21
+        assert look.info("stats")["total_connections_received"] == opened  # no connection per send
+
+        server.kill()
+        assert queue.send("t-1", request) is False  # logged; the sweep sends it again
+        server.start()  # same port, same data
+        assert queue.send("t-1", request) is True
+        assert redis_py.from_url(server.url).llen(f"django_q:{Conf.CLUSTER_NAME}:q") == 22
+    finally:
+        server.kill()

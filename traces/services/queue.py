@@ -3,7 +3,7 @@
 A run request is accepted in one transaction: the trace becomes `queued` with a
 fresh `run_token`, and the task and arguments a worker needs go into
 `Trace.run_request`. Only after that commits is the task sent to the broker
-(`queue_run`). Nothing is lost when the broker is:
+(`send_on_commit`). Nothing is lost when the broker is:
 
 - down when we send: the send fails, is logged, and the request stays accepted
   (the API answers 201/202, the trace reads `queued`);
@@ -31,19 +31,22 @@ from django.db import transaction
 from django.utils import timezone
 
 from traces.models import Trace, TraceStatus
+from traces.process_local import PerProcess
 
 logger = logging.getLogger(__name__)
 
 
-def queue_run(trace_id: str, task: str, args: list[Any], *, task_name: str) -> None:
-    """Store the run's request on its reserved trace and send it once the caller's transaction commits.
+def run_request(task: str, args: list[Any], *, task_name: str) -> dict[str, Any]:
+    """What a worker needs to run a reserved trace, as `Trace.run_request` stores it.
 
-    The caller holds a transaction in which it reserved the trace (status queued).
+    The caller writes it with the reservation, in one statement (`trace_start` inserts
+    it with the trace, `_reserve` sets it with the status), and calls `send_on_commit`.
     """
-    request = {"task": task, "args": _plain(args), "task_name": task_name, "sends": 1}
-    Trace.objects.filter(pk=trace_id, status=TraceStatus.QUEUED).update(
-        run_request=request, queued_at=timezone.now()
-    )
+    return {"task": task, "args": _plain(args), "task_name": task_name, "sends": 1}
+
+
+def send_on_commit(trace_id: str, request: dict[str, Any]) -> None:
+    """Send the stored request to the broker once the caller's transaction commits."""
     transaction.on_commit(lambda: send(trace_id, request))
 
 
@@ -54,7 +57,13 @@ def send(trace_id: str, request: dict[str, Any]) -> bool:
     try:
         # save=False: a run's success is its trace; django-q's monitor would otherwise
         # re-read every kept Success row (save_limit) for each finished task (issue 18).
-        async_task(request["task"], *request["args"], task_name=request["task_name"], save=False)
+        async_task(
+            request["task"],
+            *request["args"],
+            task_name=request["task_name"],
+            save=False,
+            broker=_broker.get(),
+        )
     except Exception as exc:  # any broker failure: the request is safe in the database
         logger.warning(
             "could not queue the run of trace %s (%s: %s); it stays queued and the sweep sends it again",
@@ -64,6 +73,19 @@ def send(trace_id: str, request: dict[str, Any]) -> bool:
         )
         return False
     return True
+
+
+def _make_broker() -> Any:
+    from django_q.brokers import get_broker
+
+    return get_broker()
+
+
+# The process's broker: django-q2's `async_task` otherwise makes one per call, and a
+# Redis broker's new client opened a new connection per send (a start cost daphne a
+# TCP connect to Redis). redis-py's pool is thread-safe and reconnects by itself; the
+# ORM broker is stateless. A forked worker makes its own.
+_broker = PerProcess(_make_broker)
 
 
 def requeue_unclaimed(*, now: datetime | None = None) -> list[str]:

@@ -40,7 +40,7 @@ from traces.runner import InvalidRun, RunConfig, RunConflict, run_settings
 from traces.runner.extensions import extensions
 from traces.runner.prepare import new_trace_id, plan_existing, text_of, validate_messages
 from traces.selectors import trace_main_path_for_run, trace_visible_or_404
-from traces.services.queue import queue_run
+from traces.services.queue import run_request, send_on_commit
 from traces.services.stop import trace_stop as trace_stop
 from traces.services.stop import trace_stop_waiting as trace_stop_waiting
 
@@ -97,8 +97,10 @@ def trace_start(
         reserved_token=token,
     )
     clean = media_intake(clean)  # L5: images and PDFs checked and stored, references kept
+    request = _run_request(trace_id, clean, config)
     now = timezone.now()
     with transaction.atomic():
+        # The reservation and the worker's request in one row, one statement.
         trace = Trace.objects.create(
             trace_id=trace_id,
             name=(name or "")[:200],
@@ -113,8 +115,10 @@ def trace_start(
             updated_at=now,
             run_token=token,
             heartbeat_at=None,
+            run_request=request,
+            queued_at=now,
         )
-        _enqueue(trace.trace_id, clean, config)
+        send_on_commit(trace.trace_id, request)
     return trace
 
 
@@ -165,8 +169,7 @@ def trace_continue(
     plan_existing(trace, path, clean, config, trace.status)
     clean = media_intake(clean)
     with transaction.atomic():
-        _reserve(trace, token)
-        _enqueue(trace.trace_id, clean, config)
+        _reserve(trace, token, _run_request(trace.trace_id, clean, config))
     trace.refresh_from_db()
     return trace
 
@@ -188,24 +191,24 @@ def trace_reflect(*, user: Any, trace_id: str, focus: str = "") -> Trace:
         raise InvalidRun(f"trace {trace.trace_id!r} has no messages to reflect on")
     _check_model(trace.model)
     token, previous = trace.run_token + 1, trace.status
+    request = run_request(
+        REFLECT_TASK, [trace.trace_id, focus, token, previous], task_name=f"reflect {trace.trace_id}"
+    )
     with transaction.atomic():
-        _reserve(trace, token, clear_outcome=False)
-        queue_run(
-            trace.trace_id,
-            REFLECT_TASK,
-            [trace.trace_id, focus, token, previous],
-            task_name=f"reflect {trace.trace_id}",
-        )
+        _reserve(trace, token, request, clear_outcome=False)
     trace.refresh_from_db()
     return trace
 
 
-def _reserve(trace: Trace, token: int, *, clear_outcome: bool = True) -> None:
-    """Reserve `trace` for a worker with lease `token` (compare-and-swap, see the module doc).
+def _reserve(trace: Trace, token: int, request: dict[str, Any], *, clear_outcome: bool = True) -> None:
+    """Reserve `trace` for a worker with lease `token` (compare-and-swap, see the module doc),
+    storing the worker's `request` in the same statement; it is sent once the caller's
+    transaction commits (traces/services/queue.py).
 
     `clear_outcome=False` keeps the error and completion time (a reflection gives them back).
     """
     outcome = {"error_message": None, "completed_at": None} if clear_outcome else {}
+    now = timezone.now()
     reserved = (
         Trace.objects.filter(pk=trace.pk, run_token=trace.run_token)
         .exclude(status__in=ACTIVE_STATUSES)
@@ -215,7 +218,9 @@ def _reserve(trace: Trace, token: int, *, clear_outcome: bool = True) -> None:
             run_owner="",
             heartbeat_at=None,
             stop_requested=False,
-            updated_at=timezone.now(),
+            updated_at=now,
+            run_request=request,
+            queued_at=now,
             **outcome,
         )
     )
@@ -224,6 +229,7 @@ def _reserve(trace: Trace, token: int, *, clear_outcome: bool = True) -> None:
             f"trace {trace.trace_id!r} was started by another request a moment ago; "
             "wait for that run to finish or stop it"
         )
+    send_on_commit(trace.trace_id, request)
 
 
 # --- helpers -------------------------------------------------------------------
@@ -285,8 +291,7 @@ def _check_model(model: str | None) -> str:
         raise InvalidRun(str(exc)) from None
 
 
-def _enqueue(trace_id: str, messages: list[dict[str, Any]], config: RunConfig) -> None:
-    """Store the run's request with its reservation; sent to a worker once that commits
-    (the caller is in a transaction; traces/services/queue.py)."""
+def _run_request(trace_id: str, messages: list[dict[str, Any]], config: RunConfig) -> dict[str, Any]:
+    """The run's request for a worker, stored with its reservation (traces/services/queue.py)."""
     config_dict = {k: v for k, v in asdict(config).items() if k != "on_token"}
-    queue_run(trace_id, RUN_TASK, [trace_id, messages, config_dict], task_name=f"run {trace_id}")
+    return run_request(RUN_TASK, [trace_id, messages, config_dict], task_name=f"run {trace_id}")

@@ -44,8 +44,8 @@ from traces.notifications import notify_run_ended
 from traces.runner import InvalidRun, RunConfig
 from traces.runner.prepare import plan_existing, text_of
 from traces.selectors import trace_main_path_for_run
-from traces.services.queue import requeue_unclaimed
-from traces.services.runs import _enqueue
+from traces.services.queue import requeue_unclaimed, send_on_commit
+from traces.services.runs import _run_request
 
 logger = logging.getLogger(__name__)
 
@@ -130,6 +130,7 @@ def _reserve_resume(trace: Trace, config: RunConfig) -> bool:
 
     token = trace.run_token
     now = timezone.now()
+    request = _run_request(trace.pk, [], config)
     with transaction.atomic():
         reserved = Trace.objects.filter(
             pk=trace.pk, status=TraceStatus.RUNNING, run_token=token, heartbeat_at=trace.heartbeat_at
@@ -140,6 +141,8 @@ def _reserve_resume(trace: Trace, config: RunConfig) -> bool:
             heartbeat_at=None,
             updated_at=now,
             last_event_id=F("last_event_id") + 1,
+            run_request=request,
+            queued_at=now,
         )
         if not reserved:
             return False
@@ -154,7 +157,7 @@ def _reserve_resume(trace: Trace, config: RunConfig) -> bool:
             },
             id_taken=True,
         )
-        _enqueue(trace.pk, [], config)
+        send_on_commit(trace.pk, request)
     return True
 
 
