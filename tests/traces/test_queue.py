@@ -16,6 +16,8 @@ from django_q.conf import Conf
 from django_q.models import OrmQ
 
 from tests.scripted_llm import Reply
+from tests.traces.test_doorbell_sender import Redis
+from tests.traces.test_doorbell_sender import pytestmark as needs_redis
 from traces.models import Trace, TraceStatus
 from traces.services.sweep import runs_sweep_stale
 
@@ -185,12 +187,12 @@ def test_a_start_and_a_continue_store_the_request_in_their_one_write_of_the_trac
     assert trace.queued_at is not None and OrmQ.objects.count() == 1
 
 
+@needs_redis
 def test_sends_share_one_redis_connection_and_it_reconnects_after_an_outage(tmp_path, monkeypatch):
     """django-q2 makes a broker, and so a Redis client and connection, per `async_task`
     unless given one: the process keeps one (`queue._broker`)."""
     import redis as redis_py
 
-    from tests.traces.test_doorbell_sender import Redis
     from traces.process_local import PerProcess
     from traces.services import queue
 
