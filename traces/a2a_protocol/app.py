@@ -19,7 +19,6 @@ from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.server.routes import DefaultServerCallContextBuilder, create_jsonrpc_routes, create_rest_routes
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
 from channels.db import database_sync_to_async
-from rest_framework.authentication import TokenAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -28,6 +27,7 @@ from starlette.routing import Route
 
 from traces.a2a_protocol.card import JSONRPC_PATH, REST_PATH, agent_card
 from traces.a2a_protocol.handler import AgentsiteUser, TraceRequestHandler
+from traces.api.authentication import TokenAuthentication
 
 Scope = MutableMapping[str, Any]
 ASGIApp = Callable[[Scope, Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status
-from rest_framework.authentication import TokenAuthentication
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from traces.api.authentication import TokenAuthentication
 from traces.api.fields import StrictCharField
 from traces.api.serializers import ErrorSerializer
 from traces.api.views import TRACE_ID, TraceAPIView

@@ -28,6 +28,7 @@ from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.db import InterfaceError, OperationalError
 
+from traces.api.authentication import active_user_for_key
 from traces.events.consumers import CLOSE_UNAVAILABLE
 from traces.events.reads import read
 
@@ -56,12 +57,7 @@ async def user_for_token(key: str) -> Any:
 
 
 def _user_for_token(key: str) -> Any:
-    from rest_framework.authtoken.models import Token
-
-    token = Token.objects.select_related("user").filter(key=key).first()
-    if token is None or not token.user.is_active:
-        return AnonymousUser()
-    return token.user
+    return active_user_for_key(key) or AnonymousUser()
 
 
 class TokenAuthMiddleware:

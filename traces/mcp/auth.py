@@ -24,11 +24,11 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.http.request import split_domain_port, validate_host
-from rest_framework.authentication import TokenAuthentication
 from rest_framework.exceptions import AuthenticationFailed, NotAuthenticated
 
 from agentsite.outage import REASON as OUTAGE_REASON
 from agentsite.outage import RETRY_AFTER_SECONDS
+from traces.api.authentication import TokenAuthentication
 
 logger = logging.getLogger(__name__)
 
