@@ -5,6 +5,7 @@ database (pg_stat_activity), and when its processes have settled after start."""
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import subprocess
 import threading
@@ -58,6 +59,24 @@ def machine_busy() -> float:
         fields = [int(value) for value in stat.readline().split()[1:9]]
     user, nice, system, _idle, _iowait, irq, softirq, steal = fields
     return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def reference_cpu_ms(rounds: int = 3) -> float:
+    """CPU ms this thread takes for a fixed piece of interpreter work (building, dumping
+    and parsing small JSON records, as a step's commit does), the fastest of `rounds`.
+
+    This VM's speed moves by up to 2x within minutes (the same burst measured 81 and 174
+    ms of cluster CPU a run, 28 Nov): taken before each burst, on an otherwise idle
+    machine, it says which phase the burst ran in, so bursts compare by it.
+    """
+    best = float("inf")
+    for _ in range(rounds):
+        started = time.thread_time()
+        for index in range(3000):
+            record = {"sequence": index, "role": "tool", "content": "x" * (index % 64), "calls": [index] * 4}
+            json.loads(json.dumps([record, record]))
+        best = min(best, time.thread_time() - started)
+    return best * 1000
 
 
 def group_cpu(pgid: int) -> float:

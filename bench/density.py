@@ -57,6 +57,7 @@ from bench.cluster_sampling import (  # noqa: E402
     group_cpu,
     machine_busy,
     process_cpu,
+    reference_cpu_ms,
     wait_ready,
 )
 from bench.density_report import STACKS, Burst, Row, pooled, report, table  # noqa: E402
@@ -160,6 +161,7 @@ def burst(
     step = max(1, count // max(1, watchers))
     watched = set(range(0, count, step)[:watchers])
     assert stack.daphne is not None
+    reference = reference_cpu_ms()
     cpu, web_cpu = group_cpu(cluster.pid), group_cpu(stack.daphne.pid)
     model_cpu, bench_cpu, busy = process_cpu(model_pid), _own_cpu(), machine_busy()
     started = time.time()
@@ -201,6 +203,7 @@ def burst(
         model_cpu=model_cpu,
         bench_cpu=bench_cpu,
         busy=busy,
+        reference=reference,
         delays=[delay for watcher in watching for delay in watcher.delays],
         received=[at - started for watcher in watching for at in watcher.received],
         written=[w for watcher in watching for w in written_delays(stack, watcher.trace_id, watcher.ids)],

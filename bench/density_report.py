@@ -32,6 +32,7 @@ class Burst:
     model_cpu: float = 0.0  # of the scripted model's process (a provider's, elsewhere in production)
     bench_cpu: float = 0.0  # of this bench (the POSTs' clients, the watchers)
     busy: float = 0.0  # CPU seconds all cores were busy during the burst, whoever used them
+    reference: float = 0.0  # cluster_sampling.reference_cpu_ms() just before: the VM's phase
     delays: list[float] = field(default_factory=list)
     types: list[str] = field(default_factory=list)  # each delay's event type
     received: list[float] = field(default_factory=list)  # each delay's receipt, s from the burst's start
@@ -82,7 +83,8 @@ class Burst:
         return (
             f"CPU busy {self.busy:.1f} of {cores * self.wall:.1f} s ({cores} cores x wall):"
             f" cluster {self.cpu:.1f}, daphne {self.web_cpu:.1f}, scripted model {self.model_cpu:.1f},"
-            f" bench {self.bench_cpu:.1f}, rest (database, broker, kernel) {rest:.1f}"
+            f" bench {self.bench_cpu:.1f}, rest (database, broker, kernel) {rest:.1f};"
+            f" reference work before it {self.reference:.0f} ms of CPU"
         )
 
     def latest(self, count: int = 8) -> str:
@@ -127,6 +129,7 @@ def pooled(bursts: list[Burst]) -> Burst:
         model_cpu=statistics.median(b.model_cpu for b in bursts),
         bench_cpu=statistics.median(b.bench_cpu for b in bursts),
         busy=statistics.median(b.busy for b in bursts),
+        reference=statistics.median(b.reference for b in bursts),
         delays=[d for b in bursts for d in b.delays],
         types=[t for b in bursts for t in b.types],
         received=[r for b in bursts for r in b.received],
@@ -191,9 +194,10 @@ def report(row: Row, one: float, ideal: float) -> None:
 def table(rows: list[Row], ones: dict[tuple[str, str], float]) -> None:
     print(
         "\n| stack | settings | C | cold s (x one) | warm s (x one) | peak RSS GiB | peak PSS GiB | processes"
-        " | CPU ms/run cluster + daphne (warm) | db connections (cluster's) | events p50 / p99 ms (warm) | load after |"
+        " | CPU ms/run cluster + daphne (warm) | db connections (cluster's) | events p50 / p99 ms (warm) | load after"
+        " | reference ms (cold / warm) |"
     )
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |")
     for row in rows:
         one = ones[(row.stack, row.settings)]
         cold = "-" if row.cold is None else f"{row.cold.wall:.1f} ({row.cold.wall / one:.2f}x)"
@@ -210,5 +214,6 @@ def table(rows: list[Row], ones: dict[tuple[str, str], float]) -> None:
             f" | {max(b.processes for b in bursts)}"
             f" | {1000 * row.warm.cpu / row.count:.0f} + {1000 * row.warm.web_cpu / row.count:.0f}"
             f" | {connections}"
-            f" | {_ms(row.warm.percentile(0.5))} / {_ms(row.warm.percentile(0.99))} | {row.warm.load} |"
+            f" | {_ms(row.warm.percentile(0.5))} / {_ms(row.warm.percentile(0.99))} | {row.warm.load}"
+            f" | {'-' if row.cold is None else f'{row.cold.reference:.0f}'} / {row.warm.reference:.0f} |"
         )
