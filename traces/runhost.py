@@ -249,6 +249,7 @@ def preload() -> None:
         client.embeddings  # noqa: B018
     finally:
         client.close()
+    litellm.suppress_debug_info = True  # no "Provider List" banner in the log for the unpriced preload model
     for stream in (False, True):
         reply = litellm.completion(
             model="openai/preload",

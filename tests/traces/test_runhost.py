@@ -5,7 +5,10 @@ scripted model; the model holds its reply until the test lets it go."""
 from __future__ import annotations
 
 import gc
+import os
 import runpy
+import subprocess
+import sys
 import threading
 import time
 import weakref
@@ -14,6 +17,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db.models import F
 from django.utils import timezone
@@ -235,3 +239,28 @@ def test_a_worker_nice_out_of_range_stops_start_up(
 
     with pytest.raises(ImproperlyConfigured, match=message):
         runpy.run_module("agentsite.settings.service")
+
+
+def test_the_preload_imports_the_request_path_and_prints_nothing(tmp_path):
+    """The cluster parent's preload (before it forks): litellm's providers, the OpenAI SDK and
+    the built-in tools imported, no output (litellm's "Provider List" banner for its unpriced
+    model used to reach the service's log). A process of its own: it freezes the heap."""
+    script = (
+        "import django, sys; django.setup()\n"
+        "from traces.runhost import preload\n"
+        "preload()\n"
+        "wanted = ('litellm.llms.anthropic.chat.handler', 'openai.resources.chat', 'bs4')\n"
+        "sys.stderr.write(' '.join(name for name in wanted if name not in sys.modules))\n"
+    )
+    env = dict(os.environ, DJANGO_SETTINGS_MODULE="agentsite.settings", AGENT_WORKSPACE_ROOT=str(tmp_path))
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        env=env,
+        cwd=settings.BASE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+    assert done.stderr == "", "not imported, or printed: " + done.stderr
