@@ -70,11 +70,13 @@ AGENT_DOORBELL_DIR = env_str("AGENT_DOORBELL_DIR")
 # long after its last watch socket closed, so the next one need not reconnect (0:
 # stop with the last one).
 AGENT_DOORBELL_LINGER_SECONDS = env_float("AGENT_DOORBELL_LINGER_SECONDS", 30.0, minimum=0.0)
-# Where rings go with Redis: "layer" (default), the channel layer's groups; "database",
-# the same path as without Redis (NOTIFY on PostgreSQL), sent in one round trip per
-# batch by a thread of each process instead of channels_redis's group_send on an event
-# loop that a busy worker's runs hold up (README, Density; traces/events/doorbell.py).
-AGENT_DOORBELL = env_str("AGENT_DOORBELL", "layer").lower()
+# Where rings go with Redis: "database" (default), the same path as without Redis
+# (NOTIFY on PostgreSQL, sent by the committing thread or a thread of each process)
+# instead of channels_redis's group_send on an event loop that a busy worker's runs
+# hold up (README, Density: in alternated 64-run bursts its events' p99 was lower in
+# every pair); "layer", the channel layer's groups (for a database that cannot LISTEN,
+# such as one behind a transaction-pooling proxy; traces/events/doorbell.py).
+AGENT_DOORBELL = env_str("AGENT_DOORBELL", "database").lower()
 if AGENT_DOORBELL not in ("layer", "database"):
     raise ImproperlyConfigured(f"AGENT_DOORBELL={AGENT_DOORBELL!r} is not layer or database")
 # How often a WebSocket watcher re-reads the event log without a doorbell: a

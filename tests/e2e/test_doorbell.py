@@ -1,7 +1,8 @@
 """The cross-process doorbell without Redis (W3, issue 18): a run committing in a
 real `manage.py qcluster` worker wakes a watch socket served by a real daphne,
-on a SQLite file (Unix datagram sockets) and on PostgreSQL (LISTEN/NOTIFY); and
-by NOTIFY beside Redis with AGENT_DOORBELL=database.
+on a SQLite file (Unix datagram sockets) and on PostgreSQL (LISTEN/NOTIFY); by
+NOTIFY beside Redis as well (AGENT_DOORBELL=database, the default), and through
+Redis's groups with AGENT_DOORBELL=layer.
 
 Every stack here polls the event log only once an hour, so an event committed
 after the watcher's first read reaches the client only if the doorbell rang: the
@@ -71,7 +72,14 @@ def postgres_stack(scripted_llm_server: ScriptedLLM) -> Iterator[Stack]:
 
 @pytest.fixture(scope="module")
 def redis_notify_stack(scripted_llm_server: ScriptedLLM) -> Iterator[Stack]:
-    stack = postgres_stack_of(scripted_llm_server, redis=True, AGENT_DOORBELL="database")
+    stack = postgres_stack_of(scripted_llm_server, redis=True)  # the default doorbell
+    yield stack
+    stack.stop()
+
+
+@pytest.fixture(scope="module")
+def redis_layer_stack(scripted_llm_server: ScriptedLLM) -> Iterator[Stack]:
+    stack = postgres_stack_of(scripted_llm_server, redis=True, AGENT_DOORBELL="layer")
     yield stack
     stack.stop()
 
@@ -175,9 +183,15 @@ def test_postgres_dropped_doorbell_connections_reconnect_and_ring(postgres_stack
     assert after["notify"] and not set(after["notify"]) & set(before["notify"])
 
 
-def test_redis_with_the_database_doorbell_a_worker_rings_daphne_by_notify(
-    redis_notify_stack: Stack, model: ScriptedLLM
-):
+def test_redis_by_default_a_worker_rings_daphne_by_notify(redis_notify_stack: Stack, model: ScriptedLLM):
     watch_a_held_run(redis_notify_stack, model, "Rung by NOTIFY beside Redis.")
     sessions = doorbell_sessions(redis_notify_stack)
     assert "notify" in sessions  # the worker's sender: the ring did not take the channel layer
+
+
+def test_redis_with_the_layer_doorbell_a_worker_rings_daphne_through_its_groups(
+    redis_layer_stack: Stack, model: ScriptedLLM
+):
+    watch_a_held_run(redis_layer_stack, model, "Rung through Redis.")
+    sessions = doorbell_sessions(redis_layer_stack)
+    assert "notify" not in sessions and "listen" not in sessions  # the ring took the channel layer

@@ -19,10 +19,11 @@ comes from the table and each cursor only moves forward, delivery is gap-free
 and duplicate-free per trace across reconnects, with no expiry, on any channel
 layer:
 
-- with Redis (REDIS_URL) the worker's commit rings the group and watchers read
-  within milliseconds; the poll (AGENT_WATCH_POLL_SECONDS, 5 s) is a safety net
-  (with AGENT_DOORBELL=database the rings come as in the next case, and this
-  process's registry of watchers rings the consumer: `rung`);
+- with Redis (REDIS_URL) and AGENT_DOORBELL=layer the worker's commit rings the
+  group and watchers read within milliseconds; the poll (AGENT_WATCH_POLL_SECONDS,
+  5 s) is a safety net (with AGENT_DOORBELL=database, the default, the rings come
+  as in the next case, and this process's registry of watchers rings the
+  consumer: `rung`);
 - in the embedded default (in-memory layer, worker in another process) the ring
   crosses processes by PostgreSQL NOTIFY or a Unix datagram socket
   (traces/events/bells.py), which this consumer listens to while it is open;

@@ -25,9 +25,10 @@ Two delivery paths:
   with "Event loop is closed" (SPEC 13). The send is fire-and-forget, off the
   run's thread.
 
-With AGENT_DOORBELL "database" beside a cross-process layer, rings take the first
-path instead (NOTIFY on PostgreSQL): in a 64-run burst channels_redis's
-`group_send` from a worker took p99 367 ms (README, Density).
+With AGENT_DOORBELL "database" (the default) beside a cross-process layer, rings
+take the first path instead (NOTIFY on PostgreSQL): in a 64-run burst
+channels_redis's `group_send` from a worker took p99 367 ms (README, Density);
+the second path is AGENT_DOORBELL "layer".
 """
 
 from __future__ import annotations
