@@ -52,7 +52,9 @@ def sender() -> Iterator[NotifySender]:
 def connected(sender: NotifySender, listener: Listener) -> None:
     sender.send("t0", "first")  # no connection yet: the thread opens it and sends
     assert listener.until(1) == ["first"]
-    assert sender.conn is not None and not sender.conn.closed
+    with sender.using:  # the listener can hear the ring before the thread has read its answer
+        assert sender.conn is not None and not sender.conn.closed
+        assert sender.in_flight == 0
 
 
 def test_with_the_connection_free_the_ringing_thread_sends_and_does_not_wait(sender, listener):
