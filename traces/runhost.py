@@ -250,10 +250,14 @@ def preload() -> None:
     finally:
         client.close()
     litellm.suppress_debug_info = True  # no "Provider List" banner in the log for the unpriced preload model
+    # A tool offered, as runs offer theirs: litellm imports its MCP tool handling on
+    # the first call with tools (~20 ms of each worker's first run otherwise).
+    tool = {"type": "function", "function": {"name": "preload", "parameters": {"type": "object"}}}
     for stream in (False, True):
         reply = litellm.completion(
             model="openai/preload",
             messages=[{"role": "user", "content": "preload"}],
+            tools=[tool],
             mock_response="ok",
             stream=stream,
             api_key="sk-preload",

@@ -249,7 +249,8 @@ def test_the_preload_imports_the_request_path_and_prints_nothing(tmp_path):
         "import django, sys; django.setup()\n"
         "from traces.runhost import preload\n"
         "preload()\n"
-        "wanted = ('litellm.llms.anthropic.chat.handler', 'openai.resources.chat', 'bs4')\n"
+        "wanted = ('litellm.llms.anthropic.chat.handler', 'openai.resources.chat', 'bs4',\n"
+        "          'litellm.responses.mcp.chat_completions_handler')  # a call with tools imports it\n"
         "sys.stderr.write(' '.join(name for name in wanted if name not in sys.modules))\n"
     )
     env = dict(os.environ, DJANGO_SETTINGS_MODULE="agentsite.settings", AGENT_WORKSPACE_ROOT=str(tmp_path))
