@@ -11,6 +11,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
 django_asgi_app = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter  # noqa: E402
+from django.urls import get_resolver  # noqa: E402
 
 from traces.a2a_protocol.app import with_a2a  # noqa: E402
 from traces.api.websocket_auth import websocket_auth_stack  # noqa: E402
@@ -25,5 +26,8 @@ application = ProtocolTypeRouter(
     }
 )
 
-# Startup's objects out of the full collections' walk (agentsite/heap.py).
+# The URL conf (every view, serializer and DRF with them) loads now, not in the first
+# request, which held every other request behind its imports for ~60 ms (issue 18: no
+# cold start); then startup's objects go out of the full collections' walk (agentsite/heap.py).
+get_resolver().url_patterns  # noqa: B018 (the access imports the URL conf)
 heap.settle()

@@ -43,6 +43,15 @@ def test_the_asgi_application_freezes_what_it_loaded():
     assert int(out) > 100_000  # Django, Channels, DRF, the apps: hundreds of thousands of objects
 
 
+def test_the_asgi_application_loads_the_url_conf_before_the_first_request():
+    """Not in the first request, which held every other one behind its imports."""
+    out = python(
+        "import sys\nimport agentsite.asgi\n"
+        "print(all(name in sys.modules for name in ('agentsite.urls', 'traces.api.urls', 'portal.urls')))"
+    )
+    assert out == "True"
+
+
 def test_a_deferring_process_collects_in_full_when_told_and_less_often_by_itself():
     out = python(
         "import gc, weakref\n"
