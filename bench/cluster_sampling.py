@@ -53,6 +53,24 @@ def process_cpu(pid: int) -> float:
     return _cpu_ticks(_stat(pid)) / os.sysconf("SC_CLK_TCK")
 
 
+def family_cpu(parent: int) -> float:
+    """CPU seconds a live process, its live children and the children it has reaped
+    (cutime, cstime) have used so far: a PostgreSQL postmaster's, closed backends included."""
+    ticks = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = _stat(entry)
+            if int(entry) == parent:
+                ticks += _cpu_ticks(fields) + int(fields[13]) + int(fields[14])
+            elif int(fields[1]) == parent:
+                ticks += _cpu_ticks(fields)
+        except (OSError, IndexError, ValueError):
+            continue  # the process ended while we read it
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def machine_busy() -> float:
     """CPU seconds all cores have spent busy since boot (/proc/stat: everything but idle and iowait)."""
     with open("/proc/stat") as stat:

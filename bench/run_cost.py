@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import json
 import os
 import re
 import statistics
@@ -46,6 +47,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.cluster_sampling import family_cpu  # noqa: E402
 from bench.harness import RESULT_MARK, measure_in_worker, setup_django, start_scripted_model  # noqa: E402
 
 MODEL_ENV = {
@@ -56,12 +58,6 @@ MODEL_ENV = {
 }
 
 
-def _workload(body: dict[str, Any]) -> Any:
-    from bench.density import _workload_reply
-
-    return _workload_reply(0.0)(body)
-
-
 def _shape(sql: str) -> str:
     """A statement without its literals and placeholders' values, cut short."""
     sql = re.sub(r"'(?:[^']|'')*'", "?", sql)
@@ -70,30 +66,17 @@ def _shape(sql: str) -> str:
     return sql[:110]
 
 
-def server_cpu() -> float | None:
-    """Seconds of CPU PostgreSQL's processes have used (the postmaster, its live children,
-    and the children it has reaped: closed connections' backends); None on SQLite."""
+def server_cpu() -> float:
+    """Seconds of CPU PostgreSQL's processes have used (the postmaster, its live backends
+    and the closed ones it has reaped); 0 on SQLite."""
     from django.db import connection
 
     if connection.vendor != "postgresql":
-        return None
+        return 0.0
     with connection.cursor() as cursor:
         cursor.execute("SHOW data_directory")
         data = cursor.fetchone()[0]
-    postmaster = int(Path(data, "postmaster.pid").read_text().split()[0])
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # exited meanwhile
-        pid, parent = int(stat.parent.name), int(fields[1])
-        if pid == postmaster:
-            total += sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
-        elif parent == postmaster:
-            total += int(fields[11]) + int(fields[12])
-    return total / ticks
+    return family_cpu(int(Path(data, "postmaster.pid").read_text().split()[0]))
 
 
 def worker(runs: int, rounds: int) -> dict[str, Any]:
@@ -153,8 +136,8 @@ def worker(runs: int, rounds: int) -> dict[str, Any]:
             cpu.append((sum(os.times()[:2]) - started_cpu) / runs * 1000)
             own.append((time.thread_time() - started_own) / runs * 1000)
             wall.append((time.perf_counter() - started) / runs * 1000)
-            if started_server is not None:
-                server.append((server_cpu() - started_server) / runs * 1000)  # type: ignore[operator]
+            if connection.vendor == "postgresql":
+                server.append((server_cpu() - started_server) / runs * 1000)
     total = sum(statements.values())
     shapes: collections.Counter[str] = collections.Counter()
     for sql, n in statements.items():
@@ -166,7 +149,6 @@ def worker(runs: int, rounds: int) -> dict[str, Any]:
         "wall": wall,
         "statements": total / runs,
         "top": [(shape, n / runs) for shape, n in shapes.most_common(30)],
-        "vendor": connection.vendor,
     }
 
 
@@ -185,9 +167,11 @@ def main() -> None:
     args = parser.parse_args()
     if args.worker is not None:
         result = worker(int(args.worker[0]), int(args.worker[1]))
-        print(RESULT_MARK + __import__("json").dumps(result), flush=True)
+        print(RESULT_MARK + json.dumps(result), flush=True)
         return
-    model, url = start_scripted_model(_workload)
+    from bench.density import _workload_reply
+
+    model, url = start_scripted_model(_workload_reply(0.0))
     os.environ["RUN_COST_MODEL_URL"] = url
     print(f"# run cost, {time.strftime('%Y-%m-%d %H:%M %Z')}, load {os.getloadavg()[0]:.2f}", flush=True)
     try:
