@@ -105,6 +105,9 @@ if _task_timeout >= _task_retry:
 # Runs one worker process holds at once, each in its own thread (traces/runhost.py):
 # a run mostly waits on the model, so a few processes hold hundreds of runs.
 AGENT_RUNS_PER_WORKER = env_int("AGENT_RUNS_PER_WORKER", 32, minimum=1)
+# A process's runs take turns at their CPU work, first ready first, instead of all at
+# once (traces/runner/turns.py); a turn held longer than this passes on; 0 = off.
+AGENT_TURN_SECONDS = env_float("AGENT_TURN_SECONDS", 0.5, minimum=0.0)
 # The worker cluster runs this much nicer than the web server (Unix nice, 0-19): on a
 # machine whose CPU the runs fill, requests and live events go first (traces/runhost.py).
 AGENT_WORKER_NICE = env_int("AGENT_WORKER_NICE", 10, minimum=0, maximum=19)

@@ -125,11 +125,14 @@ class ToolCalls(RunnerBase):
         batch = Batch(bodies)
         run.store.emit("tool_batch", {"tool_call_ids": [c.get("id") for c in calls], "size": len(calls)})
         try:
-            if not batch.done_within(SLOW_AFTER_SECONDS):
+            with run.turn.waiting(again=False):
+                slow = not batch.done_within(SLOW_AFTER_SECONDS)
+            if slow:
                 self._show_running(run)
             with run.store.keep_alive():
                 for index, (call, parsed, ctx, _) in enumerate(prepared):
-                    result = batch.result(index, lambda: self._stopping(run))
+                    with run.turn.waiting(again=False):
+                        result = batch.result(index, lambda: self._stopping(run))
                     if result is None:
                         for later, _, _, _ in prepared[index:]:
                             extensions.observe("tool_ended", run, later, None)
@@ -302,7 +305,8 @@ class ToolCalls(RunnerBase):
         elif blocked:
             result = ToolResult(title="Blocked", output=f"This call was blocked: {blocked}", is_error=True)
         else:
-            with run.store.keep_alive():  # a long tool must not look like a dead worker (W5)
+            # a long tool must not look like a dead worker (W5); other runs work meanwhile
+            with run.store.keep_alive(), run.turn.waiting(again=False):
                 result = self.tool_registry.execute(
                     parsed.name,
                     parsed.arguments,

@@ -43,6 +43,7 @@ from traces.runner.setup import RunSetup
 from traces.runner.state import RunState, StepEnd
 from traces.runner.store import trace_request_stop, worker_identity
 from traces.runner.strategies import Strategies
+from traces.runner.turns import Unturned
 
 logger = logging.getLogger(__name__)
 
@@ -68,8 +69,10 @@ class AgentRunner(RunSetup, ModelCalls, ContextManagement, ToolCalls, Strategies
         worker_id: str | None = None,
         model_pool: concurrent.futures.Executor | None = None,
     ) -> None:
-        self.llm_call = llm_call or LLMClient()
-        self.utility_llm_call = utility_llm_call or LLMClient(retries=0, timeout=15)
+        # A call made in a run's thread (a compaction's summary, a router's choice) is a
+        # wait: the run's turn goes to the next run meanwhile (turns.py).
+        self.llm_call = Unturned(llm_call or LLMClient())
+        self.utility_llm_call = Unturned(utility_llm_call or LLMClient(retries=0, timeout=15))
         self.tool_registry = tool_registry or extensions.require_tools()
         self.context_hooks = list(context_hooks if context_hooks is not None else default_context_hooks())
         self.hooks = hooks if hooks is not None else hooks_from_settings()
@@ -115,6 +118,7 @@ class AgentRunner(RunSetup, ModelCalls, ContextManagement, ToolCalls, Strategies
             self._end_abruptly(run, f"{type(exc).__name__}: {exc}")
             raise
         finally:
+            run.turn.give()
             self._stops.pop(run.trace.trace_id, None)
             extensions.observe("segment_ended", run)
             for release in extensions.after_run:
@@ -189,6 +193,7 @@ class AgentRunner(RunSetup, ModelCalls, ContextManagement, ToolCalls, Strategies
         yield from fresh
 
     def _loop(self, run: RunState) -> Iterator[Message]:
+        run.turn.take()  # its work from here on takes turns with the process's other runs
         if run.pending_calls:
             yield from self._execute_calls(run, run.pending_calls, run.pending_from)
             if run.trace.status != TraceStatus.RUNNING:
@@ -347,6 +352,7 @@ class AgentRunner(RunSetup, ModelCalls, ContextManagement, ToolCalls, Strategies
             },
         )
         run.store.commit(final=True)
+        run.turn.give()  # the run's work is done
         for notify in extensions.after_end:  # notifications
             notify(trace, status)
         run.store.release()

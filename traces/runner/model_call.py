@@ -78,7 +78,7 @@ class ModelCalls(RunnerBase):
             on_token=watch,
         )
         try:
-            with wait_watch().watching(run.store) as waiting:
+            with run.turn.waiting(), wait_watch().watching(run.store) as waiting:
                 response = self._wait_for_model(run, future, watch, started, waiting, stream)
         except BaseException as exc:
             extensions.observe("model_ended", run, None, None, f"{type(exc).__name__}: {exc}")

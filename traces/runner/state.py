@@ -20,6 +20,7 @@ from traces.runner.extensions import Preset, Tool
 from traces.runner.project import Placement, ProjectContext
 from traces.runner.request_log import RequestLog
 from traces.runner.store import RunStore
+from traces.runner.turns import Turn
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,7 @@ class RunState:
     lessons: list[str] = field(default_factory=list)  # Reflexion's lessons, in every later request
     step_lessons: int = 0  # lessons learned in the current step (a plan step, or the whole loop)
     request_log: RequestLog = field(default_factory=RequestLog)  # what each model call was sent
+    turn: Turn = field(default_factory=Turn)  # its place in the process's turns (turns.py)
 
     tools_version: Any = None  # the tool set's version the tools were selected at
     offered: set[str] = field(init=False)  # names of self.tools
