@@ -76,6 +76,25 @@ def test_a_wait_gives_the_turn_to_the_next_run_and_a_tool_keeps_its_place(settin
     assert held_here() is None and not turns.held
 
 
+def test_a_run_that_must_wait_for_the_turn_first_lets_go_of_what_the_holder_needs(settings):
+    # (a run waiting for its turn gives its pooled connection back: held by 64 waiting
+    # runs, a pool of 6 left the holder nothing, and every turn passed on only when overdue)
+    settings.AGENT_TURN_SECONDS = 30
+    turns = Turns()
+    calls: list[str] = []
+    first = turns.take(0.0, lambda: calls.append("first"))  # free: nothing to let go of
+    waiter = threading.Thread(target=lambda: turns.give(turns.take(1.0, lambda: calls.append("second"))))
+    waiter.start()
+    deadline = time.monotonic() + 5
+    while not calls:
+        assert time.monotonic() < deadline, "the waiting run did not let go before it waited"
+        time.sleep(0.001)
+    assert calls == ["second"] and turns.waiting == 1  # let go while still waiting
+    turns.give(first)
+    waiter.join(5)
+    assert not turns.held
+
+
 def test_turns_off_hold_nothing(settings):
     settings.AGENT_TURN_SECONDS = 0
     turn = Turn()
