@@ -29,7 +29,7 @@ Not a test; nothing is asserted. Usage:
     python bench/density.py                                   # C=1,16,64, both stacks, default settings
     python bench/density.py --quick                           # smoke check: C=1,4
     python bench/density.py --concurrency 1,64,256 --stacks pg --settings tuned \\
-        --tuned "AGENT_WORKERS=2 AGENT_RUNS_PER_WORKER=128"
+        --tuned "AGENT_WORKERS=4 AGENT_RUNS_PER_WORKER=64"   # instead of the tuned defaults
 """
 
 from __future__ import annotations
@@ -291,10 +291,10 @@ def main() -> None:
     parser.add_argument(
         "--tuned",
         default=(
-            "AGENT_WORKERS=4 AGENT_RUNS_PER_WORKER=64 AGENT_DB_POOL_SIZE=6 AGENT_STREAM=watched"
+            "AGENT_WORKERS=2 AGENT_RUNS_PER_WORKER=128 AGENT_DB_POOL_SIZE=6 AGENT_STREAM=watched"
             " EXPERIMENTAL_OPENAI_BASE_LLM_HTTP_HANDLER=true"
         ),
-        help="env vars of the tuned settings, e.g. 'AGENT_WORKERS=2 AGENT_RUNS_PER_WORKER=128' (default %(default)s)",
+        help="env vars of the tuned settings, e.g. 'AGENT_WORKERS=4 AGENT_RUNS_PER_WORKER=64' (default %(default)s)",
     )
     parser.add_argument("--delay", type=float, default=2.0, help="seconds per model call (default 2)")
     parser.add_argument("--watchers", type=int, default=16, help="runs per burst watched over a WebSocket")
