@@ -10,6 +10,7 @@ import os
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 
 # The cluster's PGAPPNAME (libpq's default application_name): its connections apart from daphne's.
 CLUSTER_APP = "agentsite-cluster"
@@ -18,23 +19,19 @@ CLUSTER_APP = "agentsite-cluster"
 def group_memory(pgid: int) -> tuple[int, int, int]:
     """(RSS bytes, PSS bytes, processes) summed over the processes of a process group."""
     rss = pss = count = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
+    for pid, fields in _live_processes():
+        if int(fields[2]) != pgid:
             continue
         try:
-            with open(f"/proc/{entry}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-            if int(fields[2]) != pgid:
-                continue
-            with open(f"/proc/{entry}/smaps_rollup") as smaps:
+            with open(f"/proc/{pid}/smaps_rollup") as smaps:
                 for line in smaps:
                     if line.startswith("Rss:"):
                         rss += int(line.split()[1]) * 1024
                     elif line.startswith("Pss:"):
                         pss += int(line.split()[1]) * 1024
-            count += 1
         except (OSError, IndexError, ValueError):
             continue  # the process ended while we read it
+        count += 1
     return rss, pss, count
 
 
@@ -53,21 +50,29 @@ def process_cpu(pid: int) -> float:
     return _cpu_ticks(_stat(pid)) / os.sysconf("SC_CLK_TCK")
 
 
-def family_cpu(parent: int) -> float:
-    """CPU seconds a live process, its live children and the children it has reaped
-    (cutime, cstime) have used so far: a PostgreSQL postmaster's, closed backends included."""
-    ticks = 0
+def _live_processes() -> Iterator[tuple[int, list[str]]]:
+    """(pid, /proc/<pid>/stat fields after the command name) of every live process; one
+    that ends while it is read is left out."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             fields = _stat(entry)
-            if int(entry) == parent:
-                ticks += _cpu_ticks(fields) + int(fields[13]) + int(fields[14])
-            elif int(fields[1]) == parent:
-                ticks += _cpu_ticks(fields)
-        except (OSError, IndexError, ValueError):
+        except (OSError, IndexError):
             continue  # the process ended while we read it
+        if len(fields) > 14:
+            yield int(entry), fields
+
+
+def family_cpu(parent: int) -> float:
+    """CPU seconds a live process, its live children and the children it has reaped
+    (cutime, cstime) have used so far: a PostgreSQL postmaster's, closed backends included."""
+    ticks = 0
+    for pid, fields in _live_processes():
+        if pid == parent:
+            ticks += _cpu_ticks(fields) + int(fields[13]) + int(fields[14])
+        elif int(fields[1]) == parent:
+            ticks += _cpu_ticks(fields)
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
@@ -100,16 +105,7 @@ def reference_cpu_ms(rounds: int = 3) -> float:
 def group_cpu(pgid: int) -> float:
     """CPU seconds (user + system, all threads) used so far by the live processes of a
     process group (/proc/<pid>/stat utime and stime)."""
-    ticks = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            fields = _stat(entry)
-            if int(fields[2]) == pgid:
-                ticks += _cpu_ticks(fields)
-        except (OSError, IndexError, ValueError):
-            continue  # the process ended while we read it
+    ticks = sum(_cpu_ticks(fields) for _, fields in _live_processes() if int(fields[2]) == pgid)
     return ticks / os.sysconf("SC_CLK_TCK")
 
 

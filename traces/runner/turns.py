@@ -8,10 +8,11 @@ again, so a burst pays the wave's time at every step. Taken in turns, the run th
 ready first finishes its step first and its next call is out while the others work:
 the runs leave a wave spread out and stay so, and a burst pays the wave about once.
 
-A run holds its turn while it works (`traces/runner/loop.py:AgentRunner.run`) and
-lets it go while it waits: on its model (`model_call.py`), a tool (`calls.py`), a
-utility model call (`setup.py`, compaction). Giving back and taking again costs two
-lock operations. The turn orders runs, it never stops one: a turn held longer than
+A run holds its turn while it works, from `traces/runner/loop.py:AgentRunner._loop` to
+its final commit (its setup before that does not take turns), and lets it go while it
+waits: on its model (`model_call.py`), a tool (`calls.py`), a model call made in its
+thread (`Unturned`: a compaction's summary, a router's choice). Giving back and taking
+again costs two lock operations. The turn orders runs, it never stops one: a turn held longer than
 `AGENT_TURN_SECONDS` (the run waits on something not marked here, or its caller
 stopped consuming it) passes to the next run anyway; 0 turns it off.
 """
@@ -136,7 +137,7 @@ class Turn:
     def waiting(self, *, again: bool = True) -> Iterator[None]:
         """Without the turn for the block; after it, in line as ready now (`again`) or
         with the place held before (a tool mid-step)."""
-        held = self._token is not None
+        held = self.held
         self.give()
         try:
             yield
