@@ -63,6 +63,7 @@ from bench.cluster_sampling import (  # noqa: E402
 from bench.density_report import STACKS, Burst, Row, pooled, report, table  # noqa: E402
 from bench.event_latency import percentile, track_commit_times, watch_delays, written_delays  # noqa: E402
 from bench.harness import start_scripted_model  # noqa: E402
+from bench.run_phases import phases  # noqa: E402
 from tests.e2e.stack import Stack  # noqa: E402
 from tests.scripted_llm import Reply, ToolCall  # noqa: E402
 
@@ -153,8 +154,9 @@ def start_run(stack: Stack, index: int) -> str:
 
 
 def burst(
-    stack: Stack, cluster: subprocess.Popen[bytes], count: int, watchers: int, timeout: float, model_pid: int
+    stack: Stack, cluster: subprocess.Popen[bytes], count: int, args: argparse.Namespace, model_pid: int
 ) -> Burst:
+    watchers, timeout = args.watchers, args.timeout
     completed, failed = count_traces(stack, "completed"), count_traces(stack, "failed")
     sampler = Sampler(cluster.pid, stack.pg.url if stack.pg else None)
     sampler.start()
@@ -212,6 +214,7 @@ def burst(
         load=load_average(),
         created=[created - started for created, _ in times],
         durations=[completed - created for created, completed in times],
+        phases=phases(stack, dict(zip(ids, times, strict=True)), args.delay),
     )
 
 
@@ -245,14 +248,10 @@ def measure(
         for count in args.concurrency:
             cluster = stack.start_cluster()
             wait_ready(cluster)
-            cold = (
-                None
-                if args.no_cold and count > 1
-                else burst(stack, cluster, count, args.watchers, args.timeout, model_pid)
-            )
+            cold = None if args.no_cold and count > 1 else burst(stack, cluster, count, args, model_pid)
             warms = []
             for index in range(args.warm):
-                warms.append(burst(stack, cluster, count, args.watchers, args.timeout, model_pid))
+                warms.append(burst(stack, cluster, count, args, model_pid))
                 if args.warm > 1:
                     delays = warms[-1].delays
                     p99 = f", events p99 {percentile(delays, 0.99) * 1000:.0f} ms" if delays else ""

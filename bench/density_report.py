@@ -9,6 +9,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from bench.event_latency import parts, percentile
+from bench.run_phases import PARTS
+from bench.run_phases import describe as run_parts
 
 # --stacks: name -> (label, PostgreSQL, Redis)
 STACKS = {
@@ -42,6 +44,9 @@ class Burst:
     load: str = ""
     created: list[float] = field(default_factory=list)  # s from the burst's start to each trace's creation
     durations: list[float] = field(default_factory=list)  # s from each trace's creation to its completion
+    phases: dict[str, list[float]] = field(
+        default_factory=dict
+    )  # bench/run_phases.py: where the runs' time went
 
     def percentile(self, q: float, kind: str | None = None) -> float | None:
         delays = (
@@ -131,6 +136,7 @@ def pooled(bursts: list[Burst]) -> Burst:
         busy=statistics.median(b.busy for b in bursts),
         reference=statistics.median(b.reference for b in bursts),
         delays=[d for b in bursts for d in b.delays],
+        phases={part: [v for b in bursts for v in b.phases.get(part, [])] for part in PARTS},
         types=[t for b in bursts for t in b.types],
         received=[r for b in bursts for r in b.received],
         written=[w for b in bursts for w in b.written],
@@ -180,6 +186,7 @@ def describe(name: str, result: Burst, one: float, ideal: float, count: int) -> 
         + (f"\n      events' parts, p50 / p99 ms: {split}" if (split := result.split()) else "")
         + (f"\n      latest events, ms @ s: {latest}" if (latest := result.latest()) else "")
         + (f"\n      {timeline}" if (timeline := result.timeline()) else "")
+        + (f"\n      a run's parts: {spent}" if (spent := run_parts(result.phases)) else "")
         + (f"\n      {machine}" if (machine := result.machine(os.cpu_count() or 1)) else "")
     )
 
