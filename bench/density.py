@@ -18,8 +18,9 @@ peak number of PostgreSQL client connections to the service's database
 runs spread across the burst; events created before the watcher connected are
 replay, not counted) and the latest of them with their receipt times; where the
 machine's CPU went (all cores' busy time from /proc/stat against cores x wall: the
-cluster, daphne, the scripted model, this bench, the rest); the load average after
-the burst.
+cluster, daphne, the scripted model, this bench, the rest); where the runs' time
+went (bench/run_phases.py, from their event logs: created -> run_started, each model
+round less the model's delay, between rounds); the load average after the burst.
 
 The model is tests/scripted_llm.py in its own process (so its threads do not share
 the watchers' interpreter lock), with its collector off (bench/harness.py: a provider
