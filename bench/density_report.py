@@ -44,9 +44,8 @@ class Burst:
     load: str = ""
     created: list[float] = field(default_factory=list)  # s from the burst's start to each trace's creation
     durations: list[float] = field(default_factory=list)  # s from each trace's creation to its completion
-    phases: dict[str, list[float]] = field(
-        default_factory=dict
-    )  # bench/run_phases.py: where the runs' time went
+    # bench/run_phases.py: where the runs' time went, seconds per part
+    phases: dict[str, list[float]] = field(default_factory=dict)
 
     def percentile(self, q: float, kind: str | None = None) -> float | None:
         delays = (

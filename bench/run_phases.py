@@ -11,7 +11,8 @@ each part over the burst, with the model's own time (`--delay`) taken out of the
 from __future__ import annotations
 
 import sqlite3
-from datetime import datetime
+from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from bench.event_latency import percentile
@@ -38,14 +39,20 @@ def _rows(stack: Any, ids: list[str]) -> list[tuple[str, str, str, Any]]:
                 [ids, list(types)],
             ).fetchall()
     with sqlite3.connect(stack.env["SQLITE_PATH"]) as db:
-        marks = ",".join("?" * len(ids))
         rows = db.execute(
             "SELECT trace_id, type, coalesce(json_extract(payload, '$.role'), ''), created_at"
-            f" FROM traces_traceevent WHERE trace_id IN ({marks}) AND type IN (?, ?, ?)"
+            f" FROM traces_traceevent WHERE trace_id IN ({_marks(ids)}) AND type IN ({_marks(types)})"
             " ORDER BY trace_id, event_id",
             [*ids, *types],
         ).fetchall()
-    return [(trace, kind, role, datetime.fromisoformat(at)) for trace, kind, role, at in rows]
+    # Django keeps SQLite's datetimes as naive UTC text: read them as UTC, not local time.
+    return [
+        (trace, kind, role, datetime.fromisoformat(at).replace(tzinfo=UTC)) for trace, kind, role, at in rows
+    ]
+
+
+def _marks(values: Sequence[str]) -> str:
+    return ",".join("?" * len(values))
 
 
 def phases(stack: Any, times: dict[str, tuple[float, float]], delay: float) -> dict[str, list[float]]:
