@@ -1,9 +1,11 @@
-"""The PostgreSQL doorbell's sender (traces/events/bell_postgres.py) against a real server:
-a ring goes out from the ringing thread when the connection is free, through the NOTIFY
-thread otherwise, and none is lost to a connection that broke in between."""
+"""The PostgreSQL doorbell (traces/events/bell_postgres.py) against a real server: a ring
+goes out from the ringing thread when the connection is free, through the NOTIFY thread
+otherwise, and none is lost to a connection that broke in between; the receiver hands
+every ring on from the event loop and listens again after its connection dropped."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Iterator
@@ -13,7 +15,7 @@ import psycopg
 import pytest
 from django.db import connection
 
-from traces.events.bell_postgres import CHANNEL, NotifySender, connection_params
+from traces.events.bell_postgres import CHANNEL, NotifyReceiver, NotifySender, connection_params
 
 pytestmark = [
     pytest.mark.django_db,
@@ -111,3 +113,53 @@ def test_many_threads_ringing_at_once_lose_no_trace(sender, listener):
             break
     # Each trace's last ring arrives (earlier ones may be coalesced away while queued).
     assert all(f"trace {n} ring 24" in listener.heard for n in range(8))
+
+
+def notify(*payloads: str) -> None:
+    with psycopg.connect(**connection_params("test notify")) as conn:
+        for payload in payloads:
+            conn.execute("SELECT pg_notify(%s, %s)", [CHANNEL, payload])
+
+
+def listen_sessions() -> int:
+    with psycopg.connect(**connection_params("test admin")) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", ["agentsite doorbell listen"]
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+async def until(condition: Any, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.02)
+
+
+@pytest.mark.asyncio
+async def test_the_receiver_hands_on_every_ring_and_listens_again_after_its_connection_dropped():
+    heard: list[str] = []
+    connects: list[float] = []
+    receiver = NotifyReceiver(heard.append, lambda: connects.append(time.monotonic()))
+    receiver.start(asyncio.get_running_loop())
+    try:
+        await until(lambda: len(connects) == 1)
+        await asyncio.to_thread(notify, *(f"ring {n}" for n in range(50)))
+        await until(lambda: len(heard) == 50)
+        assert heard == [f"ring {n}" for n in range(50)]  # in order, none twice
+
+        with psycopg.connect(**connection_params("test admin")) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+                ["agentsite doorbell listen"],
+            )
+        # Reconnected and said so (watchers then re-read what the gap's rings announced).
+        await until(lambda: len(connects) == 2)
+        await asyncio.to_thread(notify, "after the drop")
+        await until(lambda: heard[-1:] == ["after the drop"])
+    finally:
+        receiver.close()
+    await until(lambda: listen_sessions() == 0)  # closing ends its session
+    await asyncio.to_thread(notify, "after close")
+    await asyncio.sleep(0.2)
+    assert "after close" not in heard
