@@ -51,6 +51,15 @@ def sender() -> Iterator[NotifySender]:
     made._close()
 
 
+def terminate_sessions(application_name: str) -> None:
+    """End the server sessions of `application_name` (a dropped doorbell connection)."""
+    with psycopg.connect(**connection_params("test admin")) as admin:
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+            [application_name],
+        )
+
+
 def connected(sender: NotifySender, listener: Listener) -> None:
     sender.send("t0", "first")  # no connection yet: the thread opens it and sends
     assert listener.until(1) == ["first"]
@@ -80,11 +89,7 @@ def test_with_the_connection_taken_a_ring_waits_for_the_thread(sender, listener)
 
 def test_rings_reach_listeners_again_after_the_connection_broke(sender, listener):
     connected(sender, listener)
-    with psycopg.connect(**connection_params("test admin")) as admin:
-        admin.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
-            ["agentsite doorbell notify"],
-        )
+    terminate_sessions("agentsite doorbell notify")
     deadline = time.monotonic() + 10
     sent = 0
     while time.monotonic() < deadline and len(listener.heard) < 2:
@@ -148,11 +153,7 @@ async def test_the_receiver_hands_on_every_ring_and_listens_again_after_its_conn
         await until(lambda: len(heard) == 50)
         assert heard == [f"ring {n}" for n in range(50)]  # in order, none twice
 
-        with psycopg.connect(**connection_params("test admin")) as admin:
-            admin.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
-                ["agentsite doorbell listen"],
-            )
+        terminate_sessions("agentsite doorbell listen")
         # Reconnected and said so (watchers then re-read what the gap's rings announced).
         await until(lambda: len(connects) == 2)
         await asyncio.to_thread(notify, "after the drop")
