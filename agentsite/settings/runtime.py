@@ -87,6 +87,10 @@ AGENT_SANDBOX_FILE_MB = env_int("AGENT_SANDBOX_FILE_MB", 1024, minimum=1)
 AGENT_MCP_SERVERS_FILE = env_str("AGENT_MCP_SERVERS_FILE")
 AGENT_MCP_LIST_SECONDS = env_int("AGENT_MCP_LIST_SECONDS", 300, minimum=1)
 AGENT_LEASE_SECONDS = env_int("AGENT_LEASE_SECONDS", 30, minimum=2)
+# PostgreSQL: a run's step commit is a prepared statement (traces/runner/fenced.py).
+# Off for a transaction-pooling proxy that does not keep prepared statements
+# (PgBouncer before 1.21, or without max_prepared_statements).
+AGENT_DB_PREPARED_COMMITS = env_bool("AGENT_DB_PREPARED_COMMITS", True)
 AGENT_STOP_POLL_SECONDS = env_float("AGENT_STOP_POLL_SECONDS", 0.25, minimum=0.01)
 # Memory (M4, M6): experiences retrieved per new trace, optional embeddings, skill dirs.
 AGENT_EXPERIENCE_TOP_K = env_int("AGENT_EXPERIENCE_TOP_K", 5, minimum=0)

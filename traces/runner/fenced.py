@@ -36,10 +36,12 @@ step commit of a tool call and its result, 3 events, the goal's figures and the
 trace row, median of 50 turns of 20): 1.9 against 3.4 for the same writes as
 separate statements in one transaction, fence first (`_write_in_transaction`),
 with a 280-character tool output; 3.3 against 5.1 with 21,000 characters.
-Binding server-side instead (a psycopg `Cursor` inside Django's `make_cursor`,
+Binding server-side alone (a psycopg `Cursor` inside Django's `make_cursor`,
 as this module did) gained nothing on the short step over five runs (faster in
-two, slower in two) and 1-12 % on the long one (2.9 against 3.3 in that run):
-not worth a cursor built from Django's internals (bench/README.md, tricks.py).
+two, slower in two) and 1-12 % on the long one (2.9 against 3.3 in that run).
+What does pay is *preparing* the statement (`_prepared_cursor`, since 5 Dec 2026):
+PostgreSQL then skips parsing, analysing and planning it, about half of its time
+on a short step's commit (README, Benchmarks, Step overhead).
 
 SQLite has no data-modifying CTEs: there the same writes run in one transaction
 with the fence first (`_write_in_transaction`).
@@ -52,8 +54,10 @@ import math
 from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
+import psycopg
+from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.db.models import Field, Model
 from django.utils import timezone
@@ -112,10 +116,47 @@ def fenced_write(
 
 
 def _execute(sql: str, params: list[Any]) -> bool | None:
-    with connection.cursor() as cursor:
+    prepare = settings.AGENT_DB_PREPARED_COMMITS and not connection.queries_logged
+    with _prepared_cursor() if prepare else connection.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
     return None if row is None else bool(row[0])
+
+
+class _PreparedCursor(psycopg.Cursor[Any]):
+    """Binds on the server and prepares every statement it executes (a named
+    statement per connection, kept by psycopg and reused from the second call on)."""
+
+    def execute(
+        self, query: Any, params: Any = None, *, prepare: bool | None = None, binary: bool | None = None
+    ) -> Any:
+        return super().execute(query, params, prepare=True, binary=binary)
+
+
+def _prepared_cursor() -> Any:
+    """A cursor for the step's statement that PostgreSQL parses and plans once per
+    connection: of the ~0.9 ms the server spends on a short step's commit, parsing,
+    analysing, rewriting and planning the many-CTE statement take ~0.45 (the
+    executor the rest; README, Benchmarks). Django's own cursors bind on the client
+    and prepare nothing (it turns psycopg's `prepare_threshold` off for poolers);
+    this one asks for preparing explicitly, so the connection's threshold is set to
+    one that no query reaches by itself. Opened and wrapped as `connection.cursor()`
+    opens and wraps its cursors: health check, execute wrappers and error
+    translation apply. Not while queries are logged (DEBUG, a test
+    capturing them): Django's query log reads the statement as a client-bound cursor
+    leaves it, with its values in place, and would log nothing for this one."""
+    connection.close_if_health_check_failed()
+    connection.ensure_connection()
+    connection.validate_thread_sharing()
+    raw = connection.connection
+    if raw.prepare_threshold is None:
+        raw.prepare_threshold = _ONLY_WHEN_ASKED
+    with connection.wrap_database_errors:
+        # django-stubs type the argument as Django's wrapper; it is the driver's cursor.
+        return connection.make_cursor(cast(Any, _PreparedCursor(raw)))
+
+
+_ONLY_WHEN_ASKED = 2**31 - 1
 
 
 def _write_in_transaction(
