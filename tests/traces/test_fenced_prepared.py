@@ -52,6 +52,7 @@ def test_the_step_commit_is_prepared_once_per_connection_and_reused():
     assert [commit(sequence) for sequence in (1, 2, 3)] == [False, False, False]
     Trace.objects.filter(pk="prep").update(name="renamed")  # Django's own cursors prepare nothing
     assert commit(4, token=2) is None  # a lost lease writes nothing through it either
+    assert connection.connection.prepare_threshold is None  # as Django set it: other queries uncounted
 
     added = prepared_statements()[len(before) :]
     assert len(added) == 1 and added[0].startswith(

@@ -125,12 +125,25 @@ def _execute(sql: str, params: list[Any]) -> bool | None:
 
 class _PreparedCursor(psycopg.Cursor[Any]):
     """Binds on the server and prepares every statement it executes (a named
-    statement per connection, kept by psycopg and reused from the second call on)."""
+    statement per connection, kept by psycopg and reused from the second call on).
+
+    Django turns psycopg's `prepare_threshold` off (None), and psycopg then
+    prepares nothing, even when asked. It is set for this statement's execution
+    only: while it is set, psycopg also counts every other query of the
+    connection by its text (values included, up to 100 of them kept), which
+    Django's client-bound queries have no use for."""
 
     def execute(
         self, query: Any, params: Any = None, *, prepare: bool | None = None, binary: bool | None = None
     ) -> Any:
-        return super().execute(query, params, prepare=True, binary=binary)
+        conn = self.connection
+        threshold = conn.prepare_threshold
+        if threshold is None:
+            conn.prepare_threshold = _ONLY_WHEN_ASKED
+        try:
+            return super().execute(query, params, prepare=True, binary=binary)
+        finally:
+            conn.prepare_threshold = threshold
 
 
 def _prepared_cursor() -> Any:
@@ -139,8 +152,7 @@ def _prepared_cursor() -> Any:
     analysing, rewriting and planning the many-CTE statement take ~0.45 (the
     executor the rest; README, Benchmarks). Django's own cursors bind on the client
     and prepare nothing (it turns psycopg's `prepare_threshold` off for poolers);
-    this one asks for preparing explicitly, so the connection's threshold is set to
-    one that no query reaches by itself. Opened and wrapped as `connection.cursor()`
+    this one asks for preparing explicitly (`_PreparedCursor`). Opened and wrapped as `connection.cursor()`
     opens and wraps its cursors: health check, execute wrappers and error
     translation apply. Not while queries are logged (DEBUG, a test
     capturing them): Django's query log reads the statement as a client-bound cursor
@@ -148,15 +160,12 @@ def _prepared_cursor() -> Any:
     connection.close_if_health_check_failed()
     connection.ensure_connection()
     connection.validate_thread_sharing()
-    raw = connection.connection
-    if raw.prepare_threshold is None:
-        raw.prepare_threshold = _ONLY_WHEN_ASKED
     with connection.wrap_database_errors:
         # django-stubs type the argument as Django's wrapper; it is the driver's cursor.
-        return connection.make_cursor(cast(Any, _PreparedCursor(raw)))
+        return connection.make_cursor(cast(Any, _PreparedCursor(connection.connection)))
 
 
-_ONLY_WHEN_ASKED = 2**31 - 1
+_ONLY_WHEN_ASKED = 2**31 - 1  # a threshold no query reaches by being run again
 
 
 def _write_in_transaction(
