@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from django.utils import timezone
 from traces.goal_tree import GoalTree
 from traces.models import Goal, GoalStatus, Message, Trace, TraceEvent
 from traces.runner import LeaseLost
+from traces.runner.config import RunConflict, TraceNotFound
 from traces.runner.store import RunStore, trace_claim
 
 pytestmark = pytest.mark.django_db
@@ -220,3 +222,54 @@ def test_a_message_with_a_nan_cost_is_stored_with_an_unknown_cost():
     message.cost = float("nan")
     store.commit()
     assert Message.objects.get(trace_id="t-store").cost is None
+
+
+def test_a_claim_takes_a_free_lease_in_one_statement_and_returns_the_row_as_stored(
+    django_assert_num_queries,
+):
+    Trace.objects.create(
+        trace_id="t-claim",
+        task="claim test",
+        status="failed",
+        error_message="earlier failure",
+        tools=[{"name": "write"}],
+        llm_params={"temperature": 0.5},
+        run_token=4,
+    )
+    with django_assert_num_queries(1):
+        claimed = trace_claim(trace_id="t-claim", owner="test:claim")
+    stored = Trace.objects.get(pk="t-claim")
+    fields = [field.attname for field in Trace._meta.concrete_fields]
+    assert {f: getattr(claimed, f) for f in fields} == {f: getattr(stored, f) for f in fields}
+    assert (stored.status, stored.run_token, stored.run_owner) == ("running", 5, "test:claim")
+    assert stored.error_message is None and stored.stop_requested is False
+    assert claimed.tools == [{"name": "write"}] and claimed.llm_params == {"temperature": 0.5}
+    assert claimed.heartbeat_at is not None and claimed.heartbeat_at.tzinfo is not None
+
+
+def test_a_live_lease_is_refused_and_a_stale_one_taken_over(settings):
+    settings.AGENT_LEASE_SECONDS = 60
+    now = timezone.now()
+    Trace.objects.create(
+        trace_id="t-held", task="held", status="running", run_owner="w:1", heartbeat_at=now, run_token=2
+    )
+    with pytest.raises(RunConflict, match="already running \\(worker w:1"):
+        trace_claim(trace_id="t-held", owner="w:2")
+    assert Trace.objects.get(pk="t-held").run_token == 2
+    Trace.objects.filter(pk="t-held").update(heartbeat_at=now - timedelta(seconds=61))
+    assert trace_claim(trace_id="t-held", owner="w:2").run_token == 3
+    with pytest.raises(TraceNotFound):
+        trace_claim(trace_id="t-missing", owner="w:2")
+
+
+def test_a_reservation_is_claimed_once_and_only_with_its_token():
+    Trace.objects.create(
+        trace_id="t-reserved", task="reserved", status="queued", run_token=7, run_request={"messages": []}
+    )
+    with pytest.raises(RunConflict, match="reservation 6"):
+        trace_claim(trace_id="t-reserved", owner="w:1", reserved_token=6)
+    claimed = trace_claim(trace_id="t-reserved", owner="w:1", reserved_token=7)
+    assert (claimed.status, claimed.run_token, claimed.run_request) == ("running", 8, None)
+    with pytest.raises(RunConflict, match="reservation 7"):  # a duplicate delivery claims nothing
+        trace_claim(trace_id="t-reserved", owner="w:2", reserved_token=7)
+    assert Trace.objects.get(pk="t-reserved").run_owner == "w:1"
