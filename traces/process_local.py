@@ -25,6 +25,9 @@ class PerProcess(Generic[T]):
         self._value: T | None = None
 
     def get(self) -> T:
+        pid = os.getpid()
+        if self._pid == pid:  # made here already (`_value` is set before `_pid`): no lock
+            return self._value  # type: ignore[return-value]
         with self._lock:
             if self._pid != os.getpid():
                 self._value, self._pid = self._make(), os.getpid()
