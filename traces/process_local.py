@@ -29,6 +29,6 @@ class PerProcess(Generic[T]):
         if self._pid == pid:  # made here already (`_value` is set before `_pid`): no lock
             return self._value  # type: ignore[return-value]
         with self._lock:
-            if self._pid != os.getpid():
-                self._value, self._pid = self._make(), os.getpid()
+            if self._pid != pid:
+                self._value, self._pid = self._make(), pid
             return self._value  # type: ignore[return-value]  # made above for this pid

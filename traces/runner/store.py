@@ -110,8 +110,8 @@ def trace_claim(*, trace_id: str, owner: str, reserved_token: int | None = None)
 @functools.cache
 def _claim_sql(vendor: str, *, reserved: bool) -> str:
     """The claim as one statement, `UPDATE ... RETURNING` the whole row (the run needs
-    it): an ORM update and then a get cost the worker ~2 ms of CPU a run in compiling
-    the two queries (bench/run_cost.py's profile, 5 Dec 2026). SQLite 3.35 or newer
+    it): an ORM update and then a get cost the worker ~1 ms more CPU a claim, compiling
+    the two queries (bench/run_cost.py's profile and a timing of claims, 5 Dec 2026). SQLite 3.35 or newer
     has RETURNING (traces/checks.py)."""
     q = connection.ops.quote_name
 
@@ -119,10 +119,11 @@ def _claim_sql(vendor: str, *, reserved: bool) -> str:
         return quoted_column(Trace, name)
 
     status, token, heartbeat = c("status"), c("run_token"), c("heartbeat_at")
+    active = ", ".join(["%s"] * len(ACTIVE_STATUSES))
     free = (
         f"{status} = %s AND {token} = %s"
         if reserved
-        else f"(NOT ({status} IN (%s, %s)) OR ({status} = %s AND {heartbeat} < %s))"
+        else f"(NOT ({status} IN ({active})) OR ({status} = %s AND {heartbeat} < %s))"
     )
     columns = ", ".join(q(field.column) for field in Trace._meta.concrete_fields)
     return (
