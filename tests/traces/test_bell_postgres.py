@@ -6,6 +6,9 @@ every ring on from the event loop and listens again after its connection dropped
 from __future__ import annotations
 
 import asyncio
+import os
+import select
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -164,3 +167,71 @@ async def test_the_receiver_hands_on_every_ring_and_listens_again_after_its_conn
     await asyncio.to_thread(notify, "after close")
     await asyncio.sleep(0.2)
     assert "after close" not in heard
+
+
+def socket_descriptors() -> set[int]:
+    found = set()
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{name}").startswith("socket:"):
+                found.add(int(name))
+        except OSError:
+            pass  # closed meanwhile
+    return found
+
+
+@pytest.mark.asyncio
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="finds the LISTEN socket in /proc")
+async def test_a_lost_listen_connection_leaves_its_reused_descriptor_to_the_new_owner():
+    """libpq closes the socket of a connection it finds lost, so a connection the loop
+    accepts in the same iteration can get its descriptor number: daphne's next HTTP
+    request did, and the receiver's second `remove_reader` of that number, once its task
+    resumed, unregistered the request's reader, which then hung unread. Here the number
+    is taken, as accept() would take it, by the callback that runs right after the
+    receiver's in the iteration where the loss is seen."""
+    loop = asyncio.get_running_loop()
+    before = socket_descriptors()
+    connects: list[int] = []
+    receiver = NotifyReceiver(lambda payload: None, lambda: connects.append(1))
+    receiver.start(loop)
+    probe, probe_peer = socket.socketpair()
+    taken: list[socket.socket] = []
+    new_owner_read: asyncio.Future[bytes] = loop.create_future()
+    try:
+        await until(lambda: connects)
+        (listen_fd,) = socket_descriptors() - before - {probe.fileno(), probe_peer.fileno()}
+
+        def take_the_freed_number() -> None:
+            try:
+                os.fstat(listen_fd)
+                return  # still the LISTEN socket
+            except OSError:
+                pass
+            loop.remove_reader(probe.fileno())
+            new, peer = socket.socketpair()  # accept() hands out the lowest free number
+            if new.fileno() != listen_fd:  # a lower one was free: take the number anyway
+                os.dup2(new.fileno(), listen_fd)
+                new.close()
+                new = socket.socket(fileno=listen_fd)
+            taken.extend([new, peer])
+            loop.add_reader(
+                listen_fd, lambda: new_owner_read.done() or new_owner_read.set_result(taken[0].recv(16))
+            )
+            peer.send(b"a request")
+
+        loop.add_reader(probe.fileno(), take_the_freed_number)
+        # With the loop held, the LISTEN socket becomes readable (the server's FATAL and
+        # end of stream) before the probe does: one wake-up reports both, the receiver's first.
+        terminate_sessions("agentsite doorbell listen")
+        assert select.select([listen_fd], [], [], 10)[0]
+        time.sleep(0.1)
+        probe_peer.send(b"wake")
+        assert await asyncio.wait_for(new_owner_read, 10) == b"a request"
+        await until(lambda: len(connects) == 2)  # and the receiver listens again
+    finally:
+        if taken:
+            loop.remove_reader(listen_fd)
+        loop.remove_reader(probe.fileno())
+        receiver.close()
+        for sock in [probe, probe_peer, *taken]:
+            sock.close()

@@ -205,10 +205,25 @@ class NotifyReceiver:
 
     async def _read_until_lost(self, pgconn: pq.abc.PGconn) -> None:
         """Hand on every notification as it arrives; raises psycopg.Error once the
-        connection is lost."""
+        connection is lost.
+
+        The reader is removed exactly once, while its descriptor is still this
+        connection's. When libpq sees the connection lost it has already closed the
+        socket, so `readable` removes the reader in that same callback: by the time
+        this task resumes, the loop may have accepted a connection on the same
+        descriptor number, and removing "our" reader then would unregister daphne's
+        reader of that HTTP request, which then hung unread (issue 18's e2e flake).
+        """
         loop = asyncio.get_running_loop()
         lost: asyncio.Future[None] = loop.create_future()
         fileno = pgconn.socket
+        registered = False
+
+        def stop_reading() -> None:
+            nonlocal registered
+            if registered:
+                registered = False
+                loop.remove_reader(fileno)
 
         def readable() -> None:
             try:
@@ -216,16 +231,17 @@ class NotifyReceiver:
                 while (notify := pgconn.notifies()) is not None:
                     self.on_message(notify.extra.decode(errors="replace"))
             except psycopg.Error as exc:
-                loop.remove_reader(fileno)
+                stop_reading()  # libpq closed the socket: its number is free for reuse
                 if not lost.done():
                     lost.set_exception(exc)
 
         loop.add_reader(fileno, readable)
+        registered = True
         try:
             readable()  # what arrived with the LISTEN's answer
             await lost
         finally:
-            loop.remove_reader(fileno)
+            stop_reading()  # cancelled: the socket is still ours until `close`
 
     def close(self) -> None:
         if self.task is not None:
