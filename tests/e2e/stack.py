@@ -235,6 +235,9 @@ class Stack:
                 return response.status, json.loads(response.read() or b"null")
         except urllib.error.HTTPError as error:
             return error.code, json.loads(error.read() or b"null")
+        except TimeoutError as error:  # the stack's folder goes with it: say what the server logged
+            said = f"; daphne's log ends:\n{self.log('daphne')[-1500:]}" if port in (None, self.port) else ""
+            raise TimeoutError(f"{method} /api{path}: no answer in 10 s{said}") from error
 
     def watch_url(self, trace_id: str, since: int = 0, port: int | None = None) -> str:
         return f"ws://127.0.0.1:{port or self.port}/api/traces/{trace_id}/watch?since={since}"
