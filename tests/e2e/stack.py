@@ -46,6 +46,22 @@ def wait_for_port(port: int, process: subprocess.Popen[bytes], what: str, timeou
     raise RuntimeError(f"{what} did not listen on port {port} within {timeout} s")
 
 
+def group_size(pgid: int) -> int:
+    """Live processes in a process group (/proc/<pid>/stat: state, ppid, pgrp after the name)."""
+    count = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:  # ended meanwhile
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            count += 1
+    return count
+
+
 def kill_group(process: subprocess.Popen[bytes], sig: int = signal.SIGKILL) -> None:
     """Signal the process and everything it forked (it leads its own process group)."""
     try:
@@ -182,9 +198,27 @@ class Stack:
         with open(self.tmp / f"{name}.log", "ab") as log:  # the child keeps its own copy of the fd
             return subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=log, stderr=log, process_group=0)
 
-    def start_cluster(self) -> subprocess.Popen[bytes]:
-        cluster = self._spawn([sys.executable, "manage.py", "qcluster"], f"qcluster-{len(self.clusters)}")
+    def start_cluster(self, *, timeout: float = 240) -> subprocess.Popen[bytes]:
+        """A `manage.py qcluster`, returned once it has forked all its processes.
+
+        The parent imports what every run needs (traces/runhost.py:preload) before
+        it forks; on a starved machine that has taken over 50 s, which a test's own
+        timeouts should not have to absorb.
+        """
+        name = f"qcluster-{len(self.clusters)}"
+        cluster = self._spawn([sys.executable, "manage.py", "qcluster"], name)
         self.clusters.append(cluster)
+        # the parent, django-q2's sentinel, its monitor and pusher, and the workers
+        expected = 4 + int(self.env["AGENT_WORKERS"])
+        deadline = time.monotonic() + timeout
+        while (count := group_size(cluster.pid)) < expected:
+            if cluster.poll() is not None:
+                raise RuntimeError(f"{name} exited with code {cluster.returncode}:\n{self.log(name)}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"{name} had {count} of {expected} processes after {timeout:.0f} s:\n{self.log(name)}"
+                )
+            time.sleep(0.1)
         return cluster
 
     def kill_cluster(self, cluster: subprocess.Popen[bytes]) -> None:
