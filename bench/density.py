@@ -15,8 +15,9 @@ every 2 s and at the burst's end: each read costs the kernel ~47 ms of a core); 
 peak number of PostgreSQL client connections to the service's database
 (pg_stat_activity, sampled; n/a on SQLite); the live event latency p50/p99
 (created_at in the worker to receipt by a WebSocket watcher, over `--watchers`
-runs spread across the burst; events created before the watcher connected are
-replay, not counted) and the latest of them with their receipt times; where the
+runs spread across the burst, where `manage.py serve` puts watch sockets: on
+PostgreSQL a second daphne, on SQLite the one that takes the starts (`--watch-server`);
+events created before the watcher connected are replay, not counted) and the latest of them with their receipt times; where the
 machine's CPU went (all cores' busy time from /proc/stat against cores x wall: the
 cluster, daphne, the scripted model, this bench, the rest); where the runs' time
 went (bench/run_phases.py, from their event logs: created -> run_started, each model
@@ -90,9 +91,9 @@ def _workload_reply(delay: float) -> Any:
 class Watcher(threading.Thread):
     """Receives one trace's events over the watch socket; keeps the live ones' delays."""
 
-    def __init__(self, stack: Stack, trace_id: str) -> None:
+    def __init__(self, stack: Stack, trace_id: str, port: int | None) -> None:
         super().__init__(daemon=True)
-        self.stack, self.trace_id = stack, trace_id
+        self.stack, self.trace_id, self.port = stack, trace_id, port
         self.delays: list[float] = []
         self.received: list[float] = []
         self.types: list[str] = []
@@ -108,6 +109,7 @@ class Watcher(threading.Thread):
                 types=self.types,
                 ids=self.ids,
                 received_at=self.received,
+                port=self.port,
             )
         except Exception as error:  # a lost watcher costs its figures, not the burst
             self.error = f"{type(error).__name__}: {error}"
@@ -165,7 +167,8 @@ def burst(
     watched = set(range(0, count, step)[:watchers])
     assert stack.daphne is not None
     reference = reference_cpu_ms()
-    cpu, web_cpu = group_cpu(cluster.pid), group_cpu(stack.daphne.pid)
+    web = [stack.daphne.pid, *(daphne.pid for daphne in stack.daphnes)]  # the watchers' own, if any
+    cpu, web_cpu = group_cpu(cluster.pid), sum(group_cpu(pid) for pid in web)
     model_cpu, bench_cpu, busy = process_cpu(model_pid), _own_cpu(), machine_busy()
     started = time.time()
     with ThreadPoolExecutor(min(count, 32)) as pool:
@@ -173,7 +176,7 @@ def burst(
         watching = []
         for index, future in enumerate(futures):
             if index in watched:
-                watching.append(Watcher(stack, future.result()))
+                watching.append(Watcher(stack, future.result(), args.watch_port))
                 watching[-1].start()
         ids = [future.result() for future in futures]
     deadline = time.monotonic() + timeout
@@ -183,7 +186,7 @@ def burst(
         if time.monotonic() > deadline:
             raise RuntimeError(f"the burst of {count} did not complete within {timeout:.0f} s")
         time.sleep(1.0)  # a slow poll: each costs daphne CPU the runs would otherwise get
-    cpu, web_cpu = group_cpu(cluster.pid) - cpu, group_cpu(stack.daphne.pid) - web_cpu
+    cpu, web_cpu = group_cpu(cluster.pid) - cpu, sum(group_cpu(pid) for pid in web) - web_cpu
     model_cpu, bench_cpu = process_cpu(model_pid) - model_cpu, _own_cpu() - bench_cpu
     busy = machine_busy() - busy
     for watcher in watching:
@@ -246,6 +249,8 @@ def measure(
             track_commit_times(stack)
         stack.env["PGAPPNAME"] = CLUSTER_APP  # libpq's default application_name; daphne started without
         one: float | None = None
+        separate = args.watch_server == "separate" or (args.watch_server == "serve" and postgres)
+        args.watch_port = stack.start_daphne()[1] if separate else None
         for count in args.concurrency:
             cluster = stack.start_cluster()
             wait_ready(cluster)
@@ -299,6 +304,13 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=2.0, help="seconds per model call (default 2)")
     parser.add_argument("--watchers", type=int, default=16, help="runs per burst watched over a WebSocket")
     parser.add_argument(
+        "--watch-server",
+        choices=("serve", "same", "separate"),
+        default="serve",
+        help="the watchers on the daphne that takes the starts (same), on a second one (separate), or"
+        " as `manage.py serve` places them (serve, the default: separate on PostgreSQL, same on SQLite)",
+    )
+    parser.add_argument(
         "--warm", type=int, default=1, help="warm bursts per C, pooled: median wall and CPU, every delay"
     )
     parser.add_argument("--no-cold", action="store_true", help="skip the cold burst for C > 1")
@@ -316,7 +328,7 @@ def main() -> None:
     print(
         f"# density, {datetime.now().astimezone():%Y-%m-%d %H:%M %Z}, commit {_commit()}; {_machine()}\n"
         f"# workload: {MODEL_CALLS} model calls of {args.delay:g} s with a write tool call between;"
-        f" tuned = {args.tuned}\n# uptime: {_uptime()}",
+        f" tuned = {args.tuned}; watchers' daphne: {args.watch_server}\n# uptime: {_uptime()}",
         flush=True,
     )
     rows: list[Row] = []

@@ -57,13 +57,14 @@ def watch_delays(
     types: list[str] | None = None,
     ids: list[int] | None = None,
     received_at: list[float] | None = None,
+    port: int | None = None,
 ) -> list[float]:
     """Seconds from creation to receipt of each event of `trace_id` created after the
     watch connected, until the run ends (the socket is read in this thread); each
     event's type (event_id, receipt time) is appended to `types` (`ids`, `received_at`)
     when given."""
     delays: list[float] = []
-    with stack.watch(trace_id) as socket_:
+    with stack.watch(trace_id, port=port) as socket_:
         connected = time.time()
         while True:
             event = json.loads(socket_.recv(timeout=timeout))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -18,6 +19,9 @@ import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from traces.management.commands import serve as serve_command
 
 BASE_DIR = Path(settings.BASE_DIR)
 
@@ -171,7 +175,8 @@ SERVE_NICE = 7  # not the default: the test sees the setting, not a coincidence
 
 @pytest.fixture
 def serve_process(tmp_path):
-    """Start `manage.py serve` on a migrated temporary SQLite database; yields (process, port, log)."""
+    """Start `manage.py serve` on a migrated temporary SQLite database; yields (process,
+    its children, log, the watch sockets' port)."""
     if not Path("/proc/self/stat").exists():
         pytest.skip("needs /proc to find the child processes")
     env = {**os.environ, "SQLITE_PATH": str(tmp_path / "db.sqlite3"), "PYTHONUNBUFFERED": "1"}
@@ -185,11 +190,21 @@ def serve_process(tmp_path):
         check=True,
         timeout=120,
     )
-    port = throwaway_pg.free_port()
+    port, watch_port = throwaway_pg.free_port(), throwaway_pg.free_port()
     log = tmp_path / "serve.log"
     with open(log, "wb") as out:
         serve = subprocess.Popen(
-            [sys.executable, "manage.py", "serve", "--port", str(port), "--workers", "1"],
+            [
+                sys.executable,
+                "manage.py",
+                "serve",
+                "--port",
+                str(port),
+                "--watch-port",
+                str(watch_port),
+                "--workers",
+                "1",
+            ],
             cwd=BASE_DIR,
             env=env,
             stdout=out,
@@ -198,8 +213,9 @@ def serve_process(tmp_path):
     children: list[int] = []
     try:
         _wait_until(lambda: _login_page_answers(port), timeout=90, what="GET /admin/login/ = 200", log=log)
+        _wait_until(lambda: _login_page_answers(watch_port), timeout=90, what="the watch daphne", log=log)
         children = _live_pids(ppid=serve.pid)
-        yield serve, children, log
+        yield serve, children, log, watch_port
     finally:
         if serve.poll() is None:
             serve.kill()
@@ -219,9 +235,13 @@ def _child_named(children: list[int], word: str) -> int:
 
 @pytest.mark.e2e
 def test_serve_runs_daphne_and_qcluster_and_ctrl_c_stops_both(serve_process):
-    serve, children, log = serve_process
+    serve, children, log, watch_port = serve_process
     daphne = _child_named(children, "daphne")
     qcluster = _child_named(children, "qcluster")
+    # a second daphne for the watch sockets, and the portal's pages are told where it is
+    watching = [pid for pid in children if f"-p {watch_port} " in _cmdline(pid)]
+    assert len(watching) == 1 and "daphne" in _cmdline(watching[0])
+    assert f"AGENT_WATCH_PORT={watch_port}".encode() in Path(f"/proc/{daphne}/environ").read_bytes()
     _wait_until(lambda: "running." in log.read_text(), timeout=60, what="the Q cluster to run", log=log)
     cluster = _live_pids(pgrp=qcluster)
     assert cluster, "the Q cluster has no worker processes"
@@ -243,7 +263,7 @@ def test_serve_runs_daphne_and_qcluster_and_ctrl_c_stops_both(serve_process):
 
 @pytest.mark.e2e
 def test_serve_stops_the_server_and_fails_when_the_worker_cluster_dies(serve_process):
-    serve, children, log = serve_process
+    serve, children, log, _ = serve_process
     qcluster = _child_named(children, "qcluster")
 
     os.killpg(qcluster, signal.SIGKILL)
@@ -252,3 +272,39 @@ def test_serve_stops_the_server_and_fails_when_the_worker_cluster_dies(serve_pro
     assert "qcluster exited unexpectedly" in log.read_text()
     for pgid in children:
         assert _live_pids(pgrp=pgid) == []
+
+
+def test_serve_refuses_a_port_in_use_with_a_clear_error():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(
+            CommandError, match=rf"--watch-port {port} is in use on 127.0.0.1.*--watch-port 0"
+        ):
+            call_command("serve", "--port", str(throwaway_pg.free_port()), "--watch-port", str(port))
+        with pytest.raises(CommandError, match=rf"--port {port} is in use"):
+            call_command("serve", "--port", str(port), "--watch-port", "0")
+    for ports in (
+        ["--port", "8000", "--watch-port", "8000"],
+        ["--port", "0"],
+        ["--port", "1", "--watch-port", "70000"],
+    ):
+        with pytest.raises(CommandError, match="not the same port"):
+            call_command("serve", *ports)
+
+
+def test_serve_gives_the_watch_sockets_their_own_server_by_default_on_postgresql_only():
+    from django.db import connection
+
+    with socket.socket() as taken:  # the port after a free one: the default watch port
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1] - 1
+        if not serve_command.port_free("127.0.0.1", port):
+            pytest.skip(f"port {port} is in use here")
+        if connection.vendor != "postgresql":
+            assert not serve_command.default_watch_server()
+            pytest.skip("on SQLite serve runs no watch server: nothing here would refuse the port")
+        with pytest.raises(CommandError, match=rf"--watch-port {port + 1} is in use"):
+            call_command("serve", "--port", str(port))

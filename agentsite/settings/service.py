@@ -89,6 +89,11 @@ AGENT_WATCH_DEGRADED_POLL_SECONDS = env_float("AGENT_WATCH_DEGRADED_POLL_SECONDS
 # keeping its database connection until idle this long (0: close after every read;
 # traces/events/reads.py).
 AGENT_WATCH_READ_THREADS = env_int("AGENT_WATCH_READ_THREADS", 4, minimum=1)
+# The port of a web server that holds the portal's watch sockets, on the page's own
+# host: `manage.py serve` runs one (its --watch-port), so live events are not served
+# by the interpreter that takes the API's requests (README, Live events). 0: the
+# page's own server (behind a proxy, route /api/traces/*/watch by path instead).
+AGENT_WATCH_PORT = env_int("AGENT_WATCH_PORT", 0, minimum=0, maximum=65535)
 AGENT_WATCH_READ_IDLE_SECONDS = env_float("AGENT_WATCH_READ_IDLE_SECONDS", 30.0, minimum=0.0)
 # A web server process runs Django's requests on this many threads, each keeping its
 # database connection until idle this long (0: close after every request;

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
@@ -309,6 +310,7 @@ def trace_detail(request: HttpRequest, trace_id: str) -> HttpResponse:
             "events": list(events.reverse()[:SHOWN_EVENTS])[::-1],  # the newest, oldest first
             "event_count": events.count(),
             "shown_events": SHOWN_EVENTS,
+            "watch_port": settings.AGENT_WATCH_PORT or "",  # the watch sockets' server, if its own
             # where the socket picks up each sub-trace's events (children=1)
             "child_cursors": json.dumps(
                 {child.trace_id: child.last_event_id for _, child, _ in context["sub_traces"]}

@@ -15,6 +15,7 @@
   // log says nothing until the child is done), and the socket finds new children itself.
   var children = true;
   var onMain = data.main === "1"; // the newest page of the main path: new messages belong here
+  var watchPort = data.watchPort || "";
   var panelsUrl = data.panels;
   var fragmentUrl = data.fragment;
   var live = document.getElementById("live");
@@ -249,7 +250,9 @@
 
   function watchUrl() {
     var scheme = window.location.protocol === "https:" ? "wss://" : "ws://";
-    var url = scheme + window.location.host + "/api/traces/" + encodeURIComponent(traceId) + "/watch?since=" + since;
+    // The watch sockets' own server on this host when the service runs one (AGENT_WATCH_PORT)
+    var host = watchPort ? window.location.hostname + ":" + watchPort : window.location.host;
+    var url = scheme + host + "/api/traces/" + encodeURIComponent(traceId) + "/watch?since=" + since;
     if (children) url += "&children=1&cursors=" + encodeURIComponent(JSON.stringify(cursors));
     return url;
   }

@@ -82,8 +82,11 @@ class Stack:
         postgres: bool,
         workers: int = 2,
         cluster: bool = True,
+        watch_server: bool = False,
         **env: str,
     ) -> None:
+        """`watch_server`: as `manage.py serve` does, a second daphne (`watch_port`) where
+        the portal's pages open their watch sockets (AGENT_WATCH_PORT)."""
         self.tmp = Path(tempfile.mkdtemp(prefix="agentsite-e2e-"))
         self.pg: Any = None
         self.redis: subprocess.Popen[bytes] | None = None
@@ -126,7 +129,12 @@ class Stack:
                 "print(Token.objects.create(user=u).key, Token.objects.create(user=e).key)",
             ).split()[-2:]
             self.token, self.expert_token = tokens
+            self.watch_port: int | None = free_port() if watch_server else None
+            if self.watch_port:
+                self.env["AGENT_WATCH_PORT"] = str(self.watch_port)
             self.daphne, self.port = self._start_daphne("daphne")
+            if self.watch_port:
+                self.daphnes.append(self._start_daphne("daphne-watch", self.watch_port)[0])
             if cluster:
                 self.start_cluster()
         except BaseException:
@@ -148,8 +156,8 @@ class Stack:
             raise RuntimeError(f"manage.py {args[0]} failed:\n{result.stderr[-3000:]}")
         return result.stdout
 
-    def _start_daphne(self, name: str) -> tuple[subprocess.Popen[bytes], int]:
-        port = free_port()
+    def _start_daphne(self, name: str, port: int | None = None) -> tuple[subprocess.Popen[bytes], int]:
+        port = port or free_port()
         cmd = [
             sys.executable,
             "-m",
@@ -209,7 +217,8 @@ class Stack:
         cluster = self._spawn([sys.executable, "manage.py", "qcluster"], name)
         self.clusters.append(cluster)
         # the parent, django-q2's sentinel, its monitor and pusher, and the workers
-        expected = 4 + int(self.env["AGENT_WORKERS"])
+        # (4 unless set: the service's default, agentsite/settings/service.py)
+        expected = 4 + int(self.env.get("AGENT_WORKERS", "4"))
         deadline = time.monotonic() + timeout
         while (count := group_size(cluster.pid)) < expected:
             if cluster.poll() is not None:

@@ -54,8 +54,13 @@ sync_api = pytest.importorskip(
 def stack(scripted_llm_server: ScriptedLLM) -> Iterator[Stack]:
     """daphne + one qcluster on a SQLite file, an expert account, and the demo data."""
     # a first-feedback pulse after 1 s without a token (default 8 s): the "thinking…" test
+    # the watch sockets on a daphne of their own, as `manage.py serve` runs them
     stack = Stack(
-        model_url=scripted_llm_server.url, redis=False, postgres=False, AGENT_TIMEOUT_FIRST_FEEDBACK="1"
+        model_url=scripted_llm_server.url,
+        redis=False,
+        postgres=False,
+        watch_server=True,
+        AGENT_TIMEOUT_FIRST_FEEDBACK="1",
     )
     try:
         stack.manage(
@@ -160,7 +165,11 @@ def test_the_main_pages_render_and_can_be_screenshotted(page: Any, tmp_path: Pat
     assert page.dialogs == []
 
 
-def test_start_a_run_watch_it_stream_then_rewind_at_message_3(page: Any, model: ScriptedLLM) -> None:
+def test_start_a_run_watch_it_stream_then_rewind_at_message_3(
+    page: Any, model: ScriptedLLM, stack: Stack
+) -> None:
+    sockets: list[str] = []
+    page.on("websocket", lambda socket: sockets.append(socket.url))
     model.script(
         "scripted",
         [
@@ -176,6 +185,10 @@ def test_start_a_run_watch_it_stream_then_rewind_at_message_3(page: Any, model: 
     wait_for_status(page, "completed")
     page.wait_for_selector("text=nothing to summarise yet")
     assert conversation(page).locator(".toolcall .tool-name", has_text="list_files").count() == 1
+    # the page watched on the watch sockets' own server (AGENT_WATCH_PORT), not on the page's
+    assert sockets and all(
+        url.startswith(f"ws://127.0.0.1:{stack.watch_port}/api/traces/") for url in sockets
+    )
 
     third = page.locator("#m3")
     third.locator("summary", has_text="Rewind here").click()

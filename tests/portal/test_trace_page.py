@@ -219,6 +219,17 @@ def test_live_children_show_their_newest_messages_on_the_parents_page(browser_cl
     assert f"{parent.trace_id}@explore-000-x" in cursors.replace("&quot;", '"')
 
 
+def test_the_page_names_the_watch_sockets_server_when_the_service_runs_one(
+    browser_client, integrator, settings
+):
+    trace = make_trace(integrator, status=TraceStatus.RUNNING, messages=[("user", "go")])
+    page = browser_client(integrator).get(f"/traces/{trace.trace_id}/").content.decode()
+    assert 'data-watch-port=""' in page  # the page's own server
+    settings.AGENT_WATCH_PORT = 8123
+    page = browser_client(integrator).get(f"/traces/{trace.trace_id}/").content.decode()
+    assert 'data-watch-port="8123"' in page
+
+
 def test_the_timeline_shows_the_url_a_tool_result_reached(browser_client, integrator):
     trace = make_trace(integrator, messages=[("user", "go"), ("assistant", "done")])
     TraceEvent.objects.bulk_create(
