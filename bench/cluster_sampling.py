@@ -19,7 +19,7 @@ CLUSTER_APP = "agentsite-cluster"
 def group_memory(pgid: int) -> tuple[int, int, int]:
     """(RSS bytes, PSS bytes, processes) summed over the processes of a process group."""
     rss = pss = count = 0
-    for pid, fields in _live_processes():
+    for pid, fields in live_processes():
         if int(fields[2]) != pgid:
             continue
         try:
@@ -50,7 +50,7 @@ def process_cpu(pid: int) -> float:
     return _cpu_ticks(_stat(pid)) / os.sysconf("SC_CLK_TCK")
 
 
-def _live_processes() -> Iterator[tuple[int, list[str]]]:
+def live_processes() -> Iterator[tuple[int, list[str]]]:
     """(pid, /proc/<pid>/stat fields after the command name) of every live process; one
     that ends while it is read is left out."""
     for entry in os.listdir("/proc"):
@@ -68,7 +68,7 @@ def family_cpu(parent: int) -> float:
     """CPU seconds a live process, its live children and the children it has reaped
     (cutime, cstime) have used so far: a PostgreSQL postmaster's, closed backends included."""
     ticks = 0
-    for pid, fields in _live_processes():
+    for pid, fields in live_processes():
         if pid == parent:
             ticks += _cpu_ticks(fields) + int(fields[13]) + int(fields[14])
         elif int(fields[1]) == parent:
@@ -105,7 +105,7 @@ def reference_cpu_ms(rounds: int = 3) -> float:
 def group_cpu(pgid: int) -> float:
     """CPU seconds (user + system, all threads) used so far by the live processes of a
     process group (/proc/<pid>/stat utime and stime)."""
-    ticks = sum(_cpu_ticks(fields) for _, fields in _live_processes() if int(fields[2]) == pgid)
+    ticks = sum(_cpu_ticks(fields) for _, fields in live_processes() if int(fields[2]) == pgid)
     return ticks / os.sysconf("SC_CLK_TCK")
 
 

@@ -17,8 +17,8 @@ peak number of PostgreSQL client connections to the service's database
 (created_at in the worker to receipt by a WebSocket watcher, over `--watchers`
 runs spread across the burst, where `manage.py serve` puts watch sockets: on
 PostgreSQL a second daphne, on SQLite the one that takes the starts (`--watch-server`);
-events created before the watcher connected are replay, not counted) and the latest of them with their receipt times; where the
-machine's CPU went (all cores' busy time from /proc/stat against cores x wall: the
+events created before the watcher connected are replay, not counted) and the latest
+of them with their receipt times; where the machine's CPU went (all cores' busy time from /proc/stat against cores x wall: the
 cluster, daphne, the scripted model, this bench, the rest); where the runs' time
 went (bench/run_phases.py, from their event logs: created -> run_started, each model
 round less the model's delay, between rounds); the load average after the burst.
@@ -157,8 +157,14 @@ def start_run(stack: Stack, index: int) -> str:
 
 
 def burst(
-    stack: Stack, cluster: subprocess.Popen[bytes], count: int, args: argparse.Namespace, model_pid: int
+    stack: Stack,
+    cluster: subprocess.Popen[bytes],
+    count: int,
+    args: argparse.Namespace,
+    model_pid: int,
+    watch_port: int | None,
 ) -> Burst:
+    """C runs started at once; the watchers on `watch_port`'s daphne (None: the starts')."""
     watchers, timeout = args.watchers, args.timeout
     completed, failed = count_traces(stack, "completed"), count_traces(stack, "failed")
     sampler = Sampler(cluster.pid, stack.pg.url if stack.pg else None)
@@ -176,7 +182,7 @@ def burst(
         watching = []
         for index, future in enumerate(futures):
             if index in watched:
-                watching.append(Watcher(stack, future.result(), args.watch_port))
+                watching.append(Watcher(stack, future.result(), watch_port))
                 watching[-1].start()
         ids = [future.result() for future in futures]
     deadline = time.monotonic() + timeout
@@ -250,14 +256,18 @@ def measure(
         stack.env["PGAPPNAME"] = CLUSTER_APP  # libpq's default application_name; daphne started without
         one: float | None = None
         separate = args.watch_server == "separate" or (args.watch_server == "serve" and postgres)
-        args.watch_port = stack.start_daphne()[1] if separate else None
+        watch_port = stack.start_daphne()[1] if separate else None
         for count in args.concurrency:
             cluster = stack.start_cluster()
             wait_ready(cluster)
-            cold = None if args.no_cold and count > 1 else burst(stack, cluster, count, args, model_pid)
+            cold = (
+                None
+                if args.no_cold and count > 1
+                else burst(stack, cluster, count, args, model_pid, watch_port)
+            )
             warms = []
             for index in range(args.warm):
-                warms.append(burst(stack, cluster, count, args, model_pid))
+                warms.append(burst(stack, cluster, count, args, model_pid, watch_port))
                 if args.warm > 1:
                     delays = warms[-1].delays
                     p99 = f", events p99 {percentile(delays, 0.99) * 1000:.0f} ms" if delays else ""

@@ -24,6 +24,8 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import throwaway_pg  # noqa: E402
 
+from bench.cluster_sampling import live_processes  # noqa: E402
+
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 
 
@@ -47,19 +49,8 @@ def wait_for_port(port: int, process: subprocess.Popen[bytes], what: str, timeou
 
 
 def group_size(pgid: int) -> int:
-    """Live processes in a process group (/proc/<pid>/stat: state, ppid, pgrp after the name)."""
-    count = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-        except OSError:  # ended meanwhile
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            count += 1
-    return count
+    """Live processes in a process group (zombies left out)."""
+    return sum(1 for _, fields in live_processes() if int(fields[2]) == pgid and fields[0] != "Z")
 
 
 def kill_group(process: subprocess.Popen[bytes], sig: int = signal.SIGKILL) -> None:
