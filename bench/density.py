@@ -306,7 +306,7 @@ def main() -> None:
     parser.add_argument(
         "--tuned",
         default=(
-            "AGENT_WORKERS=2 AGENT_RUNS_PER_WORKER=128 AGENT_DB_POOL_SIZE=6 AGENT_STREAM=watched"
+            "AGENT_WORKERS=4 AGENT_RUNS_PER_WORKER=96 AGENT_DB_POOL_SIZE=6 AGENT_STREAM=watched"
             " EXPERIMENTAL_OPENAI_BASE_LLM_HTTP_HANDLER=true"
         ),
         help="env vars of the tuned settings, e.g. 'AGENT_WORKERS=4 AGENT_RUNS_PER_WORKER=64' (default %(default)s)",

@@ -92,6 +92,13 @@ class RunHost:
             raise
         return handed.wait()
 
+    def wait_for_room(self, timeout: float) -> bool:
+        """Block until a slot is free (without taking it), at most `timeout` seconds."""
+        if not self._slots.acquire(timeout=timeout):
+            return False
+        self._slots.release()
+        return True
+
     def _run(
         self, trace_id: str, messages: list[dict[str, Any]], config: RunConfig, handed: _Handoff
     ) -> None:

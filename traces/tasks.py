@@ -28,8 +28,10 @@ def run_trace(trace_id: str, messages: list[dict[str, Any]], config_dict: dict[s
     Returns once the run has claimed its trace (it goes on in its own thread,
     traces/runhost.py) or ended at once (a duplicate delivery does nothing, a
     refused run gives its reservation back). While the process is full it waits
-    for a slot, so the worker takes no further task; after half the task timeout
-    it queues the run again instead of letting django-q2 kill a busy worker.
+    for a slot, so the worker takes no further task; after AGENT_SLOT_WAIT_SECONDS
+    it queues the run again, still reserved, for a process with room to take, and
+    waits for a slot to free before it returns (so it takes no task it cannot start,
+    in all at most half the task timeout: django-q2 never kills a waiting worker).
     django-q2's sync mode (tests, `Q_CLUSTER["sync"]`) runs the whole run here.
     """
     from django_q.conf import Conf
@@ -37,9 +39,14 @@ def run_trace(trace_id: str, messages: list[dict[str, Any]], config_dict: dict[s
     config = RunConfig(**config_dict)
     if Conf.SYNC:
         return run_in_this_thread(trace_id, messages, config)
-    outcome = run_host().start(trace_id, messages, config, wait=settings.Q_CLUSTER["timeout"] / 2)
+    host, most = run_host(), settings.Q_CLUSTER["timeout"] / 2
+    wait = min(settings.AGENT_SLOT_WAIT_SECONDS, most)
+    outcome = host.start(trace_id, messages, config, wait=wait)
     if outcome == FULL:
         outcome = _queue_again(trace_id, messages, config_dict, config)
+        # Still full: take no further task until a slot frees, but hold none meanwhile,
+        # so the run just queued goes to a process with room.
+        host.wait_for_room(most - wait)
     return outcome
 
 

@@ -110,6 +110,9 @@ if _task_timeout >= _task_retry:
 # Runs one worker process holds at once, each in its own thread (traces/runhost.py):
 # a run mostly waits on the model, so a few processes hold hundreds of runs.
 AGENT_RUNS_PER_WORKER = env_int("AGENT_RUNS_PER_WORKER", 32, minimum=1)
+# A full process holds a run's task this long waiting for a slot, then gives it back to
+# the broker, where a process with room takes it (traces/tasks.py:run_trace).
+AGENT_SLOT_WAIT_SECONDS = env_float("AGENT_SLOT_WAIT_SECONDS", 1.0, minimum=0.05)
 # A process's runs take turns at their CPU work, first ready first, instead of all at
 # once (traces/runner/turns.py); a turn held longer than this passes on; 0 = off.
 AGENT_TURN_SECONDS = env_float("AGENT_TURN_SECONDS", 0.5, minimum=0.0)

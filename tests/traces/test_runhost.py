@@ -25,10 +25,11 @@ from django.utils import timezone
 from agentsite import heap
 from tests.scripted_llm import Reply
 from traces.models import Message, Trace, TraceStatus
+from traces.process_local import PerProcess
 from traces.runhost import CLAIMED, FULL, SKIPPED, RunHost
 from traces.runner import RunConfig
 from traces.services.runs import RUN_TASK, new_trace_id
-from traces.tasks import _queue_again
+from traces.tasks import _queue_again, run_trace
 
 
 def reserved(owner: Any) -> tuple[str, RunConfig]:
@@ -84,6 +85,58 @@ def test_a_run_goes_on_in_its_own_thread_and_a_full_host_takes_no_other(integrat
         gate.set()
     until_idle(host)
     assert host.start(second, MESSAGES, second_config) == CLAIMED  # the slot is free again
+    until_idle(host)
+    statuses = dict(Trace.objects.filter(pk__in=[first, second]).values_list("pk", "status"))
+    assert statuses == {first: TraceStatus.COMPLETED, second: TraceStatus.COMPLETED}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_full_process_gives_a_run_back_to_the_broker_after_the_slot_wait(
+    integrator, llm, workspace_root, monkeypatch, settings
+):
+    """A process with no free slot holds a task only AGENT_SLOT_WAIT_SECONDS, then queues
+    it again, still reserved, for a process with room (a burst spreads unevenly), and
+    takes no further task itself until one of its slots frees."""
+    from django_q.conf import Conf
+    from django_q.models import OrmQ
+
+    import traces.runhost
+
+    gate = threading.Event()
+
+    def held(body: dict[str, Any]) -> Reply:
+        gate.wait(60)
+        return Reply(text="done")
+
+    llm.script("scripted", [held, Reply(text="done too")])
+    host = RunHost(capacity=1)
+    monkeypatch.setattr(traces.runhost, "_host", PerProcess(lambda: host))
+    monkeypatch.setattr(Conf, "SYNC", False)  # a worker process's path, not the inline one
+    settings.AGENT_SLOT_WAIT_SECONDS = 0.3
+    first, first_config = reserved(integrator)
+    second, second_config = reserved(integrator)
+    first_dict, second_dict = (
+        {k: v for k, v in asdict(c).items() if k != "on_token"} for c in (first_config, second_config)
+    )
+    outcomes: list[str] = []
+    try:
+        assert run_trace(first, MESSAGES, first_dict) == CLAIMED
+        task = threading.Thread(target=lambda: outcomes.append(run_trace(second, MESSAGES, second_dict)))
+        task.start()
+        deadline = time.monotonic() + 30  # the slot wait, not half the task timeout
+        while not OrmQ.objects.exists():
+            assert time.monotonic() < deadline, "the run was not queued again"
+            time.sleep(0.05)
+        assert [(q.func(), q.task["args"][0]) for q in OrmQ.objects.all()] == [(RUN_TASK, second)]
+        assert Trace.objects.get(pk=second).status == TraceStatus.QUEUED
+        time.sleep(0.3)
+        assert task.is_alive() and outcomes == []  # still full: the worker takes nothing new
+    finally:
+        gate.set()
+    task.join(30)
+    assert outcomes == ["requeued"]  # back once the first run freed its slot
+    until_idle(host)
+    assert run_trace(second, MESSAGES, second_dict) == CLAIMED  # the queued task, delivered again
     until_idle(host)
     statuses = dict(Trace.objects.filter(pk__in=[first, second]).values_list("pk", "status"))
     assert statuses == {first: TraceStatus.COMPLETED, second: TraceStatus.COMPLETED}
