@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 import weakref
-from dataclasses import asdict
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -28,7 +28,7 @@ from traces.models import Message, Trace, TraceStatus
 from traces.process_local import PerProcess
 from traces.runhost import CLAIMED, FULL, SKIPPED, RunHost
 from traces.runner import RunConfig
-from traces.services.runs import RUN_TASK, new_trace_id
+from traces.services.runs import RUN_TASK, new_trace_id, task_config
 from traces.tasks import _queue_again, run_trace
 
 
@@ -59,15 +59,20 @@ def until_idle(host: RunHost) -> None:
 MESSAGES = [{"role": "user", "content": "say done"}]
 
 
+def held(gate: threading.Event, text: str) -> Callable[[dict[str, Any]], Reply]:
+    """A scripted reply the model holds until the test sets `gate`."""
+
+    def answer(body: dict[str, Any]) -> Reply:
+        gate.wait(60)
+        return Reply(text=text)
+
+    return answer
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_run_goes_on_in_its_own_thread_and_a_full_host_takes_no_other(integrator, llm, workspace_root):
     gate = threading.Event()
-
-    def held(body: dict[str, Any]) -> Reply:
-        gate.wait(60)
-        return Reply(text="done")
-
-    llm.script("scripted", [held])
+    llm.script("scripted", [held(gate, "done")])
     host = RunHost(capacity=1)
     first, first_config = reserved(integrator)
     second, second_config = reserved(integrator)
@@ -103,21 +108,14 @@ def test_a_full_process_gives_a_run_back_to_the_broker_after_the_slot_wait(
     import traces.runhost
 
     gate = threading.Event()
-
-    def held(body: dict[str, Any]) -> Reply:
-        gate.wait(60)
-        return Reply(text="done")
-
-    llm.script("scripted", [held, Reply(text="done too")])
+    llm.script("scripted", [held(gate, "done"), Reply(text="done too")])
     host = RunHost(capacity=1)
     monkeypatch.setattr(traces.runhost, "_host", PerProcess(lambda: host))
     monkeypatch.setattr(Conf, "SYNC", False)  # a worker process's path, not the inline one
     settings.AGENT_SLOT_WAIT_SECONDS = 0.3
     first, first_config = reserved(integrator)
     second, second_config = reserved(integrator)
-    first_dict, second_dict = (
-        {k: v for k, v in asdict(c).items() if k != "on_token"} for c in (first_config, second_config)
-    )
+    first_dict, second_dict = task_config(first_config), task_config(second_config)
     outcomes: list[str] = []
     try:
         assert run_trace(first, MESSAGES, first_dict) == CLAIMED
@@ -145,12 +143,7 @@ def test_a_full_process_gives_a_run_back_to_the_broker_after_the_slot_wait(
 @pytest.mark.django_db(transaction=True)
 def test_a_duplicate_delivery_to_the_host_does_nothing(integrator, llm, workspace_root):
     gate = threading.Event()
-
-    def held(body: dict[str, Any]) -> Reply:
-        gate.wait(60)
-        return Reply(text="done once")
-
-    llm.script("scripted", [held, Reply(text="a second run")])
+    llm.script("scripted", [held(gate, "done once"), Reply(text="a second run")])
     host = RunHost(capacity=2)
     trace_id, config = reserved(integrator)
     try:
@@ -172,7 +165,7 @@ def test_a_run_a_full_worker_gave_up_waiting_for_goes_back_to_the_queue_still_re
     trace_id, config = reserved(integrator)
     an_hour_ago = timezone.now() - timedelta(hours=1)
     Trace.objects.filter(pk=trace_id).update(updated_at=an_hour_ago)
-    config_dict = {k: v for k, v in asdict(config).items() if k != "on_token"}
+    config_dict = task_config(config)
     assert _queue_again(trace_id, MESSAGES, config_dict, config) == "requeued"
     queued = list(OrmQ.objects.all())
     assert [(q.func(), q.task["args"][0]) for q in queued] == [(RUN_TASK, trace_id)]
@@ -188,12 +181,7 @@ def test_waiting_runs_see_a_stop_and_a_lost_lease_while_their_model_call_is_held
     integrator, llm, workspace_root
 ):
     gate = threading.Event()
-
-    def held(body: dict[str, Any]) -> Reply:
-        gate.wait(60)
-        return Reply(text="too late")
-
-    llm.script("scripted", [held, held])
+    llm.script("scripted", [held(gate, "too late"), held(gate, "too late")])
     host = RunHost(capacity=2)
     stopped, stopped_config = reserved(integrator)
     superseded, superseded_config = reserved(integrator)
@@ -239,11 +227,11 @@ def test_the_host_collects_in_full_when_its_last_run_ends(
 ):
     gates = {"first": threading.Event(), "second": threading.Event()}
 
-    def held(body: dict[str, Any]) -> Reply:
+    def answer(body: dict[str, Any]) -> Reply:
         gates[body["messages"][-1]["content"]].wait(60)
         return Reply(text="done")
 
-    llm.script("scripted", [held, held])
+    llm.script("scripted", [answer, answer])
     node = Node()
     node.me = node  # garbage in a reference cycle, made before the runs
     garbage = weakref.ref(node)

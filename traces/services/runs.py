@@ -291,7 +291,11 @@ def _check_model(model: str | None) -> str:
         raise InvalidRun(str(exc)) from None
 
 
+def task_config(config: RunConfig) -> dict[str, Any]:
+    """`config` as a run task's argument (traces/tasks.py:run_trace): plain values, no callback."""
+    return {k: v for k, v in asdict(config).items() if k != "on_token"}
+
+
 def _run_request(trace_id: str, messages: list[dict[str, Any]], config: RunConfig) -> dict[str, Any]:
     """The run's request for a worker, stored with its reservation (traces/services/queue.py)."""
-    config_dict = {k: v for k, v in asdict(config).items() if k != "on_token"}
-    return run_request(RUN_TASK, [trace_id, messages, config_dict], task_name=f"run {trace_id}")
+    return run_request(RUN_TASK, [trace_id, messages, task_config(config)], task_name=f"run {trace_id}")
