@@ -9,12 +9,10 @@ class MemoryConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from django.db.models.signals import post_delete, post_migrate, post_save
+        from django.db.models.signals import post_migrate
 
         from memory import extensions as memory_extensions
-        from memory.entries.index_cache import entries_changed
         from memory.fulltext import ensure_after_migrate
-        from memory.models import MemoryEntry
         from memory.services import experiences_forget_traces
         from traces.runner.extensions import extensions
         from traces.services.delete import trace_deleting
@@ -22,8 +20,5 @@ class MemoryConfig(AppConfig):
         memory_extensions.register(extensions)
         # A deleted trace's experiences keep their text; their evidence says it was deleted.
         trace_deleting.connect(experiences_forget_traces, dispatch_uid="memory-forget-traces")
-        # A run's memory index is kept a second per process; a write here drops it.
-        post_save.connect(entries_changed, sender=MemoryEntry, dispatch_uid="memory-index-saved")
-        post_delete.connect(entries_changed, sender=MemoryEntry, dispatch_uid="memory-index-deleted")
         # Django rebuilds a SQLite table to alter it, which drops the full-text triggers.
         post_migrate.connect(ensure_after_migrate, sender=self, dispatch_uid="memory-fulltext")

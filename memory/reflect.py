@@ -190,8 +190,7 @@ class Reflection:
             trace.status = self.reserved_from or previous.status
             trace.error_message = previous.error_message
             trace.completed_at = previous.completed_at
-            store.commit()
-            store.release()
+            store.commit(release=True)
         return result
 
     def run_with_store(self, store: RunStore) -> ReflectResult:

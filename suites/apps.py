@@ -9,8 +9,8 @@ class SuitesConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from suites.services import suite_trace_ended
+        from suites.services import suite_run_ended
         from traces.runner.extensions import extensions
 
         # A case's trace (or its rubric reviewer) ending a run scores the case, in the worker.
-        extensions.add("after_run", suite_trace_ended)
+        extensions.add("after_end", suite_run_ended)

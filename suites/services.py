@@ -3,7 +3,7 @@
 A suite run starts every case as an ordinary trace (`trace_start`, so the workers run
 them concurrently, each under the same guards as any run) and puts those traces in a
 review queue. A case is scored when its trace ends: `case_run_advance` is called by
-the runner's `after_run` point in the worker (suites/apps.py) and again whenever a
+the runner's `after_end` point in the worker (suites/apps.py) and again whenever a
 suite run is read, so scoring survives a worker that died between the two. Rubric
 checks are judged by one reviewer run per case (the `evaluate` tool's verdict
 format, read by its `parse_judgement`), with the default model, so two suite runs
@@ -206,9 +206,17 @@ def case_run_advance(case_run_id: int) -> None:
         _finish(case_run, trace, results)
 
 
+def suite_run_ended(trace: Trace, status: str) -> None:
+    """The runner's after_end point: only a suite's traces (a case's or its reviewer's,
+    started with `suite_run` in their context) look for their case; other runs cost no
+    query."""
+    if (trace.context or {}).get("suite_run") is not None:
+        suite_trace_ended(trace.trace_id, status)
+
+
 def suite_trace_ended(trace_id: str, status: str) -> None:
-    """The runner's after_run point: a case's trace or its reviewer ended a run. A failure
-    here is logged, never the run's: reading the suite run scores the case again."""
+    """A case's trace or its reviewer ended a run: score the case. A failure here is
+    logged, never the run's: reading the suite run scores the case again."""
     if status not in ENDED:
         return
     try:

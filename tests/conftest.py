@@ -41,11 +41,11 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: N
 
 
 @pytest.fixture(autouse=True)
-def _fresh_memory_index() -> Iterator[None]:
+def _fresh_kept_reads() -> Iterator[None]:
     """A test's database is emptied by rollback or truncation, neither of which tells the
-    process's kept memory indexes (memory/entries/index_cache.py): drop them after each test."""
+    process's kept reads (agentsite/kept.py: memory indexes, presets, ...): drop them after each test."""
     yield
-    from memory.entries.index_cache import drop_all
+    from agentsite.kept import drop_all
 
     drop_all()
 

@@ -8,7 +8,7 @@ second request joins it (at most `JOIN_SECONDS`), filters the pick against what
 the first step did (`recall.survivors`) and keeps the result for the rest of the
 run. Both messages are user-role and sit right after the system prompt; they are
 not stored, so the index is always a current one (this process's read of the last
-second, `index_cache.py`, dropped at once by a save here).
+second, `index_cache.py`, dropped at once by a save here; recall's candidates too).
 
 Per-run state is keyed by (trace id, run token): a new run of the trace (a new
 claim, a new token) recalls afresh; `forget` drops it at the run's end.
@@ -22,16 +22,9 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from memory.entries.index_cache import scope_index
-from memory.entries.recall import (
-    MAX_CANDIDATES,
-    candidates,
-    recall_ids,
-    recalled_event,
-    recalled_message,
-    survivors,
-)
-from memory.entries.selectors import Scope, memory_entries_in_scope
+from memory.entries.index_cache import scope_candidates, scope_index
+from memory.entries.recall import recall_ids, recalled_event, recalled_message, survivors
+from memory.entries.selectors import Scope
 from memory.models import MemoryEntry
 from traces.llm import LLMClient
 from traces.models import Trace
@@ -97,7 +90,7 @@ def _with_memory(trace: Trace, messages: list[dict[str, Any]], emit: Emit) -> li
 def _start(trace: Trace, messages: list[dict[str, Any]]) -> _RunMemory:
     """The run's first call: start recall in a helper thread (the utility model, no database)."""
     state = _RunMemory(scope=Scope.of_trace(trace))
-    found = candidates(memory_entries_in_scope(state.scope)[:MAX_CANDIDATES])
+    found = scope_candidates(state.scope)  # read at most once a second per process, as the index
     task = _task(trace, messages)
     if found and task:
         state.recall = _pool.submit(recall_ids, task, found, _utility_call)

@@ -11,6 +11,7 @@ from typing import Any
 
 from django.conf import settings
 
+from agentsite.kept import Kept
 from memory import prompts
 from memory.models import Experience, ExperienceStatus
 from memory.retrieval.embeddings import embed_task
@@ -94,6 +95,20 @@ class Retrieval:
         }
 
 
+def _read_any_approved(codes: tuple[str, ...] | None) -> bool:
+    approved = Experience.objects.filter(status=ExperienceStatus.APPROVED)
+    if codes is not None:
+        approved = approved.filter(code__in=codes)
+    return approved.exists()
+
+
+# Every new run asks: at most once a second per process (agentsite/kept.py; an approval
+# made here shows at once, one made in the portal within the second).
+_any_approved: Kept[tuple[str, ...] | None, bool] = Kept(
+    "approved experiences", _read_any_approved, changed_by=("memory.Experience",)
+)
+
+
 def retrieve_for_task(
     task: str,
     *,
@@ -105,10 +120,8 @@ def retrieve_for_task(
     """M4 for a new trace: tag the task, then search. None when there is nothing to search.
 
     When tagging fails, only full-text matches at or above the floor come back."""
-    approved = Experience.objects.filter(status=ExperienceStatus.APPROVED)
-    if codes is not None:
-        approved = approved.filter(code__in=codes)  # the run's chosen experience set
-    if settings.AGENT_EXPERIENCE_TOP_K <= 0 or not approved.exists():
+    chosen = None if codes is None else tuple(sorted(codes))  # the run's chosen experience set
+    if settings.AGENT_EXPERIENCE_TOP_K <= 0 or not _any_approved.get(chosen):
         return None  # no model call when there is nothing to find
     tags = task_tags(task, utility_call)
     found = experience_search(

@@ -1,4 +1,5 @@
-"""The memory index kept per process for a second (memory/entries/index_cache.py, issue 18):
+"""The memory index kept per process for a second (memory/entries/index_cache.py on
+agentsite/kept.py, issue 18):
 one read per scope and second, a save here seen at once, a write it was not told of within
 the second, nothing kept from inside a transaction."""
 
@@ -53,7 +54,7 @@ def test_a_scope_is_read_once_a_second_and_a_save_here_is_seen_at_once(integrato
 
 
 def test_a_write_this_process_is_not_told_of_shows_within_the_interval(integrator, monkeypatch):
-    monkeypatch.setattr(index_cache, "FRESH_SECONDS", 0.3)
+    monkeypatch.setattr(index_cache._kept, "fresh", 0.3)
     scope = Scope(owner_id=integrator.pk)
     write(scope, "style")
     assert "user/style" in scope_index(scope).text  # type: ignore[union-attr]
@@ -100,6 +101,6 @@ def test_a_runs_calls_read_the_index_once_and_see_its_own_save(runner, llm, inte
         for r in llm.requests_for("scripted")
     ]
     assert ["user/timezone" in index for index in indexes] == [False, False, True]
-    # The run's first call: recall's candidates and the index. Its second call reads
-    # nothing (the index is a second old at most); the save's drop makes the third read.
-    assert entry_reads(queries) == 4  # 2 + the write's own lookup + the third call's read (5 without)
+    # The run's first call: one read for recall's candidates and the index. Its second
+    # call reads nothing (a second old at most); the save's drop makes the third read.
+    assert entry_reads(queries) == 3  # 1 + the write's own lookup + the third call's read (5 without)

@@ -17,6 +17,7 @@ from typing import Any
 from a2a.types import a2a_pb2 as pb
 from django.conf import settings
 
+from agentsite.kept import Kept
 from traces.collaboration import a2a_client
 from traces.collaboration.subtraces import ChildOutcome
 from traces.remote_agents import RemoteAgentConfig
@@ -56,15 +57,23 @@ def split_remote_id(value: str) -> tuple[str, str]:
 
 
 def configured_agents() -> list[RemoteAgent]:
-    """The admin's enabled remote agents, then AGENT_REMOTE_AGENTS's."""
-    agents = [
-        RemoteAgent(row.url.rstrip("/"), row.api_key, row.name)
-        for row in RemoteAgentConfig.objects.filter(enabled=True)
-    ]
+    """The admin's enabled remote agents (read at most once a second per process: every
+    run's context names them; agentsite/kept.py), then AGENT_REMOTE_AGENTS's."""
+    agents = list(_enabled_rows.get(None))
     for target, key in (getattr(settings, "AGENT_REMOTE_AGENTS", None) or {}).items():
         url = target if "://" in target else f"http://{target}"
         agents.append(RemoteAgent(url.rstrip("/"), str(key)))
     return agents
+
+
+def _read_enabled(_: None) -> tuple[RemoteAgent, ...]:
+    rows = RemoteAgentConfig.objects.filter(enabled=True)
+    return tuple(RemoteAgent(row.url.rstrip("/"), row.api_key, row.name) for row in rows)
+
+
+_enabled_rows: Kept[None, tuple[RemoteAgent, ...]] = Kept(
+    "remote agents", _read_enabled, changed_by=("traces.RemoteAgentConfig",)
+)
 
 
 def remote_agent(target: str) -> RemoteAgent:

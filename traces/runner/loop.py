@@ -351,11 +351,10 @@ class AgentRunner(RunSetup, ModelCalls, ContextManagement, ToolCalls, Strategies
                 **({"reason": reason} if reason else {}),
             },
         )
-        run.store.commit(final=True)
+        run.store.commit(final=True, release=True)  # one statement: the end and the lease given up
         run.turn.give()  # the run's work is done
         for notify in extensions.after_end:  # notifications
             notify(trace, status)
-        run.store.release()
         if self.hooks.has("on_agent_end"):
             self.hooks.on_agent_end(trace)
 

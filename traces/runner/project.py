@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 
 import traces.runner.run_settings as run_settings
+from agentsite.kept import Kept
 from traces.models import Trace, UserAgents
 from traces.projects import Placement, place
 from traces.runner.compaction import estimate_tokens
@@ -141,13 +142,18 @@ def apply(messages: list[dict[str, Any]], context: ProjectContext | None) -> lis
     return [{"role": "system", "content": context.text}, *messages]
 
 
+def _read_user_text(owner_id: int) -> str:
+    return UserAgents.objects.filter(user_id=owner_id).values_list("text", flat=True).first() or ""
+
+
+# Every run's start reads its owner's text: at most once a second per process
+# (agentsite/kept.py; the portal's save shows in a worker within the second).
+_user_texts: Kept[int, str] = Kept("user AGENTS.md", _read_user_text, changed_by=("traces.UserAgents",))
+
+
 def begin(run: RunState, placement: Placement) -> None:
     """A run segment starts: read the context afresh; a change since the trace's last segment is an event."""
-    user_text = ""
-    if run.trace.owner_id is not None:
-        user_text = (
-            UserAgents.objects.filter(user_id=run.trace.owner_id).values_list("text", flat=True).first() or ""
-        )
+    user_text = "" if run.trace.owner_id is None else _user_texts.get(run.trace.owner_id)
     context = load(placement.root, placement.workspace, user_text)
     previous = (run.trace.context or {}).get(STORED_KEY)
     run.project_context = context

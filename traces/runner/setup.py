@@ -250,8 +250,7 @@ class RunSetup(RunnerBase):
             trace.completed_at = previous.completed_at
             if previous_status in ACTIVE_STATUSES:  # a resume with nothing to give back to
                 trace.status, trace.error_message = TraceStatus.FAILED, str(exc)[:2000]
-            run.store.commit()
-            run.store.release()
+            run.store.commit(release=True)
             raise
         # The rewind (goal rows dropped), healing and new inputs land together or not at all.
         with transaction.atomic():

@@ -248,12 +248,14 @@ class RunStore:
 
     # --- writing ---------------------------------------------------------------
 
-    def commit(self, *, final: bool = False) -> None:
+    def commit(self, *, final: bool = False, release: bool = False) -> None:
         """Write buffered rows, changed goals and the trace atomically, fenced by our token.
 
         On PostgreSQL that is one statement, on SQLite one transaction
         (traces/runner/fenced.py); either also reads the stop flag. `final` (a
-        run's end) also writes goal figures that are otherwise batched.
+        run's end) also writes goal figures that are otherwise batched; `release`
+        gives the lease up with it (`run_owner` emptied; the trace keeps its status,
+        which frees the lease unless it is running or queued).
         """
         trace = self.trace
         now = timezone.now()
@@ -275,7 +277,7 @@ class RunStore:
             stop = fenced_write(
                 trace_id=trace.pk,
                 token=self.token,
-                trace_values={**fields, **cold},
+                trace_values={**fields, **cold, **({"run_owner": ""} if release else {})},
                 inserts=[
                     (Message, self._messages),
                     (TraceEvent, self._events),
@@ -293,6 +295,8 @@ class RunStore:
                 write()
         self._deferred = []
         self._rows = {}
+        if release:
+            trace.run_owner = ""
         self.stop_seen = stop
         self.polled_at = time.monotonic()
         if self.goal_tree is not None:
@@ -332,10 +336,6 @@ class RunStore:
             yield
         finally:
             beats.discard(self)
-
-    def release(self) -> None:
-        """Give the lease up (the trace keeps its final status)."""
-        Trace.objects.filter(pk=self.trace.pk, run_token=self.token).update(run_owner="")
 
 
 EVENT_CONTENT_LIMIT = 4_000
