@@ -269,7 +269,8 @@ def test_a_reservation_is_claimed_once_and_only_with_its_token():
     with pytest.raises(RunConflict, match="reservation 6"):
         trace_claim(trace_id="t-reserved", owner="w:1", reserved_token=6)
     claimed = trace_claim(trace_id="t-reserved", owner="w:1", reserved_token=7)
-    assert (claimed.status, claimed.run_token, claimed.run_request) == ("running", 8, None)
+    # The request stays until the run's first commit (the sweep's, should the worker die first).
+    assert (claimed.status, claimed.run_token, claimed.run_request) == ("running", 8, {"messages": []})
     with pytest.raises(RunConflict, match="reservation 7"):  # a duplicate delivery claims nothing
         trace_claim(trace_id="t-reserved", owner="w:2", reserved_token=7)
     assert Trace.objects.get(pk="t-reserved").run_owner == "w:1"

@@ -17,6 +17,8 @@ from tests.scripted_llm import Reply, ToolCall
 from traces import sweeper
 from traces.models import Goal, GoalStatus, Message, Trace, TraceEvent, TraceStatus
 from traces.runner import AgentRunner, RunConfig
+from traces.runner.store import trace_claim
+from traces.services.runs import trace_start
 from traces.services.sweep import runs_sweep_stale, trace_recover
 from traces.tasks import SWEEP_SCHEDULE_NAME, SWEEP_TASK, on_worker_start
 
@@ -259,3 +261,42 @@ def test_each_worker_start_ensures_one_schedule_and_sweeps(
     schedule = Schedule.objects.get(name=SWEEP_SCHEDULE_NAME)
     assert (schedule.func, schedule.schedule_type, schedule.minutes) == (SWEEP_TASK, Schedule.MINUTES, 1)
     assert [args[1] for args in enqueued] == [trace.trace_id]
+
+
+def test_a_run_that_died_between_its_claim_and_first_commit_runs_again_from_its_request(
+    integrator, llm, inline_worker
+):
+    """The claim leaves the stored request; only the run's first commit, which holds its
+    inputs, clears it. A worker killed in between loses no message."""
+    started = trace_start(
+        user=integrator, messages=[{"role": "user", "content": "count the files"}], name="n"
+    )
+    token = Trace.objects.get(pk=started.trace_id).run_token
+    trace_claim(trace_id=started.trace_id, owner="dead-host:1:1", reserved_token=token)  # ... and died
+    trace = Trace.objects.get(pk=started.trace_id)
+    assert trace.status == TraceStatus.RUNNING and trace.run_request is not None
+    Trace.objects.filter(pk=trace.pk).update(heartbeat_at=timezone.now() - LONG_AGO)
+
+    llm.script("scripted", [Reply(text="There are none.")])
+    with inline_worker():
+        assert runs_sweep_stale().resumed == [trace.trace_id]
+
+    trace.refresh_from_db()
+    assert trace.status == TraceStatus.COMPLETED and trace.result_summary == "There are none."
+    # the dead claim, the sweep's reservation and the new claim each took a token
+    assert trace.run_request is None and trace.run_token == token + 3
+    messages = assert_healthy_path(trace)
+    assert [(m.role, m.content) for m in messages[1:]] == [
+        ("user", "count the files"),
+        ("assistant", "There are none."),
+    ]
+    resumed = TraceEvent.objects.get(trace=trace, type="run_resumed")
+    assert "before the run's first step was saved" in resumed.payload["reason"]
+
+
+def test_a_runs_first_commit_clears_its_stored_request(integrator, llm, inline_worker):
+    llm.script("scripted", [Reply(text="Done.")])
+    with inline_worker():
+        started = trace_start(user=integrator, messages=[{"role": "user", "content": "hi"}], name="n")
+    trace = Trace.objects.get(pk=started.trace_id)
+    assert trace.status == TraceStatus.COMPLETED and trace.run_request is None

@@ -80,7 +80,9 @@ def trace_claim(*, trace_id: str, owner: str, reserved_token: int | None = None)
     presumed dead). With `reserved_token`, only the reservation the API made
     (status queued, that token) can be claimed: a duplicate delivery of the same
     task, or one whose reservation was stopped before it started, claims nothing.
-    The claim clears the stored request (traces/services/queue.py).
+    The stored request (traces/services/queue.py) stays until the run's first commit
+    (`RunStore.commit`), which holds its inputs: a worker that dies in between leaves
+    the sweep what it needs to queue the run again (traces/services/sweep.py).
     """
     now = timezone.now()
     set_params = [TraceStatus.RUNNING.value, owner, now, False, now]
@@ -130,7 +132,7 @@ def _claim_sql(vendor: str, *, reserved: bool) -> str:
         f"UPDATE {q(Trace._meta.db_table)} SET {status} = %s, {token} = {token} + 1, "
         f"{c('run_owner')} = %s, {heartbeat} = %s, {c('stop_requested')} = %s, "
         f"{c('error_message')} = NULL, {c('completed_at')} = NULL, {c('updated_at')} = %s, "
-        f"{c('run_request')} = NULL, {c('queued_at')} = NULL "
+        f"{c('queued_at')} = NULL "
         f"WHERE {c('trace_id')} = %s AND ({free}) RETURNING {columns}"
     )
 
@@ -152,6 +154,10 @@ class RunStore:
         # them all (the row may have been made by someone else, e.g. the API).
         self._written: dict[str, Any] = {}
         self._hot: dict[str, Any] = {}  # TRACE_FIELDS as last written (only changes are sent)
+        # The claim left the trace's stored request (`run_request`) in place; the first
+        # commit, which holds the run's inputs, clears it (the sweep queues a run that
+        # died before it again from that request: traces/services/sweep.py).
+        self._request_cleared = False
         # The stop flag as the last commit read it, and when.
         self.stop_seen = False
         self.polled_at = 0.0
@@ -277,7 +283,12 @@ class RunStore:
             stop = fenced_write(
                 trace_id=trace.pk,
                 token=self.token,
-                trace_values={**fields, **cold, **({"run_owner": ""} if release else {})},
+                trace_values={
+                    **fields,
+                    **cold,
+                    **({} if self._request_cleared else {"run_request": None}),
+                    **({"run_owner": ""} if release else {}),
+                },
                 inserts=[
                     (Message, self._messages),
                     (TraceEvent, self._events),
@@ -295,6 +306,8 @@ class RunStore:
                 write()
         self._deferred = []
         self._rows = {}
+        self._request_cleared = True
+        trace.run_request = None
         if release:
             trace.run_owner = ""
         self.stop_seen = stop

@@ -16,7 +16,9 @@ waiting twice as long before each further resend (at most
 AGENT_QUEUE_REQUEUE_MAX_SECONDS; a send the broker refused does not count, so
 after a broker outage the wait is one base interval at most). A duplicate delivery is harmless: the worker
 claims exactly the reserved token (traces/runner/store.py:trace_claim), so
-the second claim finds nothing and does nothing. A claim clears `run_request`.
+the second claim finds nothing and does nothing. The run's first commit clears
+`run_request` (not the claim: a worker that dies between the two leaves the sweep the
+request to send again, traces/services/sweep.py).
 """
 
 from __future__ import annotations

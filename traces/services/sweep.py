@@ -10,7 +10,10 @@ start) decides from what was persisted:
 - a stop was requested: the trace ends `stopped`;
 - the main path ends with the assistant's final answer (the worker died between
   saving it and closing the run): the trace ends `completed` with that answer;
-- nothing was saved yet: `failed`, naming why (the inputs died with the worker);
+- the run was claimed but died before its first commit (its stored request is still
+  there: the first commit clears it): the request is reserved and sent again, so the
+  inputs, which only it holds, are not lost;
+- nothing was saved yet and no request is left: `failed`, naming why;
 - otherwise the trace is re-reserved (run_token CAS, exactly like a run request)
   and a continue run with no new messages is queued: the runner heals the tool
   calls left without a result (R6) and asks the model again. Messages already
@@ -107,6 +110,9 @@ def trace_recover(*, trace_id: str, token: int, stale_before: datetime) -> str:
     if trace.stop_requested:
         reason = "stop requested; the worker running it had died"
         return "stopped" if _end(trace_id, token, seen, TraceStatus.STOPPED, reason=reason) else "skipped"
+    if (request := _request_again(trace.run_request, trace.run_token + 1)) is not None:
+        reason = "the worker running this trace died before the run's first step was saved"
+        return "resumed" if _reserve(trace, request, reason) else "skipped"
     path = trace_main_path_for_run(trace_id=trace_id, head_sequence=trace.head_sequence)
     if not path:
         error = "the worker died before the run's first step was saved; start the run again"
@@ -122,15 +128,24 @@ def trace_recover(*, trace_id: str, token: int, stale_before: datetime) -> str:
             return "completed" if ended else "skipped"
         error = f"the worker died and the run cannot resume from message {last.sequence} ({last.role})"
         return "failed" if _end(trace_id, token, seen, TraceStatus.FAILED, error=error) else "skipped"
-    return "resumed" if _reserve_resume(trace, config) else "skipped"
+    reason = "the worker running this trace stopped heartbeating"
+    return "resumed" if _reserve(trace, _run_request(trace.pk, [], config), reason) else "skipped"
 
 
-def _reserve_resume(trace: Trace, config: RunConfig) -> bool:
-    """Take the dead run's lease over as a reservation and queue a continue run."""
+def _request_again(stored: Any, token: int) -> dict[str, Any] | None:
+    """A claimed run's stored request (args: trace id, messages, config) for reservation
+    `token`; None when there is none (the run's first commit cleared it)."""
+    args = stored.get("args") if isinstance(stored, dict) else None
+    if not (isinstance(args, list) and len(args) == 3 and isinstance(args[2], dict)):
+        return None
+    return {**stored, "args": [args[0], args[1], {**args[2], "reserved_token": token}], "sends": 1}
+
+
+def _reserve(trace: Trace, request: dict[str, Any], reason: str) -> bool:
+    """Take the dead run's lease over as a reservation and queue `request`."""
 
     token = trace.run_token
     now = timezone.now()
-    request = _run_request(trace.pk, [], config)
     with transaction.atomic():
         reserved = Trace.objects.filter(
             pk=trace.pk, status=TraceStatus.RUNNING, run_token=token, heartbeat_at=trace.heartbeat_at
@@ -150,7 +165,7 @@ def _reserve_resume(trace: Trace, config: RunConfig) -> bool:
             trace.pk,
             "run_resumed",
             {
-                "reason": "the worker running this trace stopped heartbeating",
+                "reason": reason,
                 "previous_worker": trace.run_owner,
                 "last_heartbeat": trace.heartbeat_at.isoformat() if trace.heartbeat_at else None,
                 "head_sequence": trace.head_sequence,
