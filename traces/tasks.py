@@ -16,7 +16,7 @@ from traces import sweeper
 from traces.runhost import FULL, reservation_touch, run_host, run_in_this_thread
 from traces.runner import RunConfig
 from traces.services.queue import send
-from traces.services.runs import RUN_TASK
+from traces.services.runs import _run_request
 from traces.services.sweep import runs_sweep_stale
 
 logger = logging.getLogger(__name__)
@@ -43,16 +43,14 @@ def run_trace(trace_id: str, messages: list[dict[str, Any]], config_dict: dict[s
     wait = min(settings.AGENT_SLOT_WAIT_SECONDS, most)
     outcome = host.start(trace_id, messages, config, wait=wait)
     if outcome == FULL:
-        outcome = _queue_again(trace_id, messages, config_dict, config)
+        outcome = _queue_again(trace_id, messages, config)
         # Still full: take no further task until a slot frees, but hold none meanwhile,
         # so the run just queued goes to a process with room.
         host.wait_for_room(most - wait)
     return outcome
 
 
-def _queue_again(
-    trace_id: str, messages: list[dict[str, Any]], config_dict: dict[str, Any], config: RunConfig
-) -> str:
+def _queue_again(trace_id: str, messages: list[dict[str, Any]], config: RunConfig) -> str:
     """The process stayed full: back to the broker, the reservation marked as still queued.
 
     Sent like any queued request (traces/services/queue.py:send): a broker that
@@ -60,8 +58,7 @@ def _queue_again(
     """
     if not reservation_touch(trace_id=trace_id, config=config):
         return "skipped"  # stopped or claimed meanwhile: nothing to queue
-    request = {"task": RUN_TASK, "args": [trace_id, messages, config_dict], "task_name": f"run {trace_id}"}
-    if send(trace_id, request):
+    if send(trace_id, _run_request(trace_id, messages, config)):
         logger.info("run of trace %s queued again: this worker stayed full", trace_id)
     return "requeued"
 

@@ -165,14 +165,14 @@ def test_a_run_a_full_worker_gave_up_waiting_for_goes_back_to_the_queue_still_re
     trace_id, config = reserved(integrator)
     an_hour_ago = timezone.now() - timedelta(hours=1)
     Trace.objects.filter(pk=trace_id).update(updated_at=an_hour_ago)
-    config_dict = task_config(config)
-    assert _queue_again(trace_id, MESSAGES, config_dict, config) == "requeued"
+    assert _queue_again(trace_id, MESSAGES, config) == "requeued"
     queued = list(OrmQ.objects.all())
     assert [(q.func(), q.task["args"][0]) for q in queued] == [(RUN_TASK, trace_id)]
+    assert queued[0].task["args"][2] == task_config(config)  # the same task as the first delivery
     assert Trace.objects.get(pk=trace_id).updated_at > an_hour_ago  # the sweep sees it as still queued
     # a reservation stopped meanwhile is not queued again
     Trace.objects.filter(pk=trace_id).update(status=TraceStatus.STOPPED)
-    assert _queue_again(trace_id, MESSAGES, config_dict, config) == "skipped"
+    assert _queue_again(trace_id, MESSAGES, config) == "skipped"
     assert OrmQ.objects.count() == 1
 
 

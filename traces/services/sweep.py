@@ -133,12 +133,13 @@ def trace_recover(*, trace_id: str, token: int, stale_before: datetime) -> str:
 
 
 def _request_again(stored: Any, token: int) -> dict[str, Any] | None:
-    """A claimed run's stored request (args: trace id, messages, config) for reservation
-    `token`; None when there is none (the run's first commit cleared it)."""
+    """A claimed run's stored request (`_run_request`'s: trace id, messages, config) made
+    again for reservation `token`; None when there is none (the run's first commit cleared it)."""
     args = stored.get("args") if isinstance(stored, dict) else None
     if not (isinstance(args, list) and len(args) == 3 and isinstance(args[2], dict)):
         return None
-    return {**stored, "args": [args[0], args[1], {**args[2], "reserved_token": token}], "sends": 1}
+    trace_id, messages, config = args
+    return _run_request(trace_id, messages, RunConfig(**{**config, "reserved_token": token}))
 
 
 def _reserve(trace: Trace, request: dict[str, Any], reason: str) -> bool:
