@@ -63,9 +63,16 @@ class Burst:
         def figures(values: list[float]) -> str:
             return f"{percentile(values, 0.5) * 1000:.0f} / {percentile(values, 0.99) * 1000:.0f}"
 
+        kinds: dict[str, list[float]] = {}
+        for kind, written in zip(self.types, self.written, strict=True):
+            if written is not None:
+                kinds.setdefault(kind, []).append(written)
+        worst = sorted(kinds.items(), key=lambda item: -percentile(item[1], 0.99))[:4]
+        by_kind = ", ".join(f"{kind} {figures(values)}" for kind, values in worst)
         return (
             f"created -> committed {figures(committed)},"
-            f" committed -> received {figures(delivered)} ({len(committed)} events)"
+            f" committed -> received {figures(delivered)} ({len(committed)} events);"
+            f" created -> committed by type: {by_kind}"
         )
 
     def timeline(self) -> str:

@@ -148,3 +148,32 @@ def test_a_long_batch_s_calls_reach_listeners_while_the_tools_run(llm, integrato
     result = _run_with(build_tool(read_slowly), calls, listener, integrator, llm)
     assert result.status == "completed"
     assert seen == [True, True]
+
+
+def test_a_side_effecting_call_leaves_with_its_reply_before_the_tool_starts(llm, integrator, workspace_root):
+    # One commit carries the reply and its `tool_call` event, before the tool runs: the
+    # call is not held back until its result (a busy worker's tool takes a while to
+    # start and end), and the reply costs no commit of its own.
+    from tests.scripted_llm import ToolCall
+    from tools.registry import build_tool
+
+    batches: list[list[str]] = []
+
+    def listener(trace_id: str, events: list[dict[str, Any]]) -> None:
+        batches.append([e["type"] for e in events])
+
+    at_start: list[list[list[str]]] = []
+
+    def touch() -> str:
+        """Changes something outside the run (not read-only)."""
+        at_start.append([list(batch) for batch in batches])
+        return "touched"
+
+    result = _run_with(build_tool(touch, read_only=False), [ToolCall("touch", {})], listener, integrator, llm)
+    assert result.status == "completed"
+    [seen] = at_start
+    assert seen[-1][-2:] == ["message", "tool_call"]  # the reply, then its call, in one commit
+    assert not any("tool_result" in batch for batch in seen)
+    after = batches[len(seen)]
+    assert after[0] == "tool_result"  # the result's commit carries no second tool_call
+    assert sum(batch.count("tool_call") for batch in batches) == 1

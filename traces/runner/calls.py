@@ -297,6 +297,12 @@ class ToolCalls(RunnerBase):
     ) -> Message | None:
         """Run the call (the tool, or the forced result) and buffer its result message."""
         started = time.perf_counter()
+        if forced is None and not self._quick(run, call):
+            # Commit the reply and this call's event before a slow or side-effecting tool
+            # runs: watchers see the call at once (not with its result), and a crash
+            # mid-tool leaves an open call to heal (R6). Quick read-only calls commit once,
+            # with their results.
+            run.store.commit()
         blocked = None
         if forced is None and self.hooks.has("before_tool_call"):
             blocked = self.hooks.before_tool_call(run.trace, call)

@@ -191,9 +191,7 @@ class ModelCalls(RunnerBase):
         # M4: [ex_…] = usage, counted with this message's commit
         for hook in extensions.on_reply:
             hook(run.trace, response.content, run.store.defer)
-        if not all(self._quick(run, call) for call in calls):
-            # Commit the call before a slow or side-effecting tool runs: watchers see
-            # it, and a crash mid-tool leaves an open call to heal (R6). Quick
-            # read-only rounds commit once, with their results.
-            run.store.commit()
+        # No commit here: a side-effecting tool's call commits with its `tool_call` event
+        # just before the tool runs (calls.py:_run_call), quick read-only rounds once with
+        # their results.
         return message

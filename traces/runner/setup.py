@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 from django.conf import settings
@@ -209,14 +211,30 @@ class RunSetup(RunnerBase):
             trace.save(force_insert=True)
         if messages[0]["role"] != "system":
             messages = [{"role": "system", "content": system}, *messages]
-        run.store.emit("run_started", {"mode": "new", "model": model.model, "agent_type": config.agent_type})
-        for extend in extensions.first_messages:  # M4: experiences
-            messages = extend(
-                trace, messages, config, utility_call=self.utility_llm_call, emit=run.store.emit
+        with self._in_turns(run):
+            run.store.emit(
+                "run_started", {"mode": "new", "model": model.model, "agent_type": config.agent_type}
             )
-        self._append_inputs(run, messages)
-        run.store.commit()
+            for extend in extensions.first_messages:  # M4: experiences
+                messages = extend(
+                    trace, messages, config, utility_call=self.utility_llm_call, emit=run.store.emit
+                )
+            self._append_inputs(run, messages)
+            run.store.commit()
         return run
+
+    @contextlib.contextmanager
+    def _in_turns(self, run: RunState) -> Iterator[None]:
+        """From its first event on the run works in turns (traces/runner/turns.py): with
+        many runs starting at once, its `run_started` is committed in its turn, not
+        behind all of them (issue 18). The turn is given back if the setup fails, and
+        kept for the run's loop otherwise."""
+        run.turn.take()
+        try:
+            yield
+        except BaseException:
+            run.turn.give()
+            raise
 
     def _adopt_reserved(self, trace: Trace, token: int) -> None:
         """Claim the row the API pre-created for this new trace; the run's first
@@ -253,7 +271,7 @@ class RunSetup(RunnerBase):
             run.store.commit(release=True)
             raise
         # The rewind (goal rows dropped), healing and new inputs land together or not at all.
-        with transaction.atomic():
+        with self._in_turns(run), transaction.atomic():
             trace.model = model.model
             mode = "continue"
             if plan.is_rewind:

@@ -8,8 +8,9 @@ again, so a burst pays the wave's time at every step. Taken in turns, the run th
 ready first finishes its step first and its next call is out while the others work:
 the runs leave a wave spread out and stay so, and a burst pays the wave about once.
 
-A run holds its turn while it works, from `traces/runner/loop.py:AgentRunner._loop` to
-its final commit (its setup before that does not take turns), and lets it go while it
+A run holds its turn while it works, from its `run_started` event
+(`traces/runner/setup.py:RunSetup._in_turns`) to its final commit (its setup before
+that, the claim, the project and the tools, does not take turns), and lets it go while it
 waits: on its model (`model_call.py`), a tool (`calls.py`), a model call made in its
 thread (`Unturned`: a compaction's summary, a router's choice). Giving back and taking
 again costs two lock operations. The turn orders runs, it never stops one: a turn held longer than
