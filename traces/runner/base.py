@@ -44,8 +44,6 @@ class RunnerBase:
             reason: str | None = None,
         ) -> None: ...
 
-        def _quick(self, run: RunState, call: dict[str, Any]) -> bool: ...  # calls.py
-
         def _note(self, run: RunState, text: str, *, kind: str, description: str) -> Message: ...  # calls.py
 
         def _react(self, run: RunState, limit: int) -> Generator[Message, None, StepEnd]: ...  # loop.py

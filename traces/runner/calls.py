@@ -35,8 +35,7 @@ class ToolCalls(RunnerBase):
     """AgentRunner's tool-call steps (a mixin; `self` is the AgentRunner)."""
 
     def _quick(self, run: RunState, call: dict[str, Any]) -> bool:
-        name = ToolCall.of(call).name
-        tool = self.tool_registry.get(name) if name in run.offered else None
+        tool = self._offered_tool(run, call)
         return tool is None or (tool.read_only and (not tool.inline or tool.name in QUICK_INLINE_TOOLS))
 
     def _execute_calls(
